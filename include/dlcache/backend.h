@@ -1,0 +1,113 @@
+/*
+ * backend.h - one driver table per kind of source.
+ *
+ * A backend is the only code that touches the remote dataset.  Every path a
+ * backend sees is relative to the source root, without a leading slash ("" is
+ * the root itself, "train/n01440764/x.JPEG" a sample).  Drivers implement the
+ * five operations of struct dlc_backend_ops; the dlc_backend_* wrappers below
+ * count every call by kind, so the stats can prove that no metadata operation
+ * reaches the remote after mount.
+ *
+ * Thread-safety: every operation may be called from several threads at once;
+ * a driver whose library is not thread-safe (libnfs) serializes or keeps one
+ * context per thread itself.  A file handle is used by one thread at a time.
+ *
+ * Errors: 0 (or a byte count) on success, -errno on failure.  A dead or
+ * unreachable remote gives -EIO promptly, never a hang.
+ */
+#ifndef DLCACHE_BACKEND_H
+#define DLCACHE_BACKEND_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum dlc_backend_op {
+	DLC_BACKEND_LIST = 0,
+	DLC_BACKEND_STAT,
+	DLC_BACKEND_OPEN,
+	DLC_BACKEND_READ,
+	DLC_BACKEND_CLOSE,
+	DLC_BACKEND_OP_COUNT,
+};
+
+/* Attributes of one entry, as lstat(2) would give them (links not followed). */
+struct dlc_backend_attr {
+	uint32_t mode;      /* S_IFREG, S_IFDIR or S_IFLNK plus permission bits */
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+};
+
+/* One directory entry handed to a list callback; valid during the call only. */
+struct dlc_backend_dirent {
+	const char *name;          /* one component, never "." or ".." */
+	struct dlc_backend_attr attr;
+	const char *link_target;   /* the link's text for S_IFLNK, else NULL */
+};
+
+/* Returns 0 to go on, or -errno to stop the listing with that error. */
+typedef int (*dlc_backend_list_cb)(void *arg, const struct dlc_backend_dirent *entry);
+
+struct dlc_backend_file; /* defined by each driver */
+
+struct dlc_backend_ops {
+	const char *name;
+	/* Calls cb once per regular file, directory or symlink in dir (other
+	 * kinds are skipped), in no particular order. */
+	int (*list)(void *priv, const char *dir, dlc_backend_list_cb cb, void *arg);
+	int (*stat)(void *priv, const char *path, struct dlc_backend_attr *out);
+	/* Opens a regular file for reading; never follows a symlink. */
+	int (*open)(void *priv, const char *path, struct dlc_backend_file **out);
+	/* Reads up to len bytes at off; returns the count (0 at end of file). */
+	ssize_t (*pread)(void *priv, struct dlc_backend_file *file, void *buf,
+			 size_t len, uint64_t off);
+	int (*close)(void *priv, struct dlc_backend_file *file);
+	void (*destroy)(void *priv);
+};
+
+/* Emulation of a slow remote, for benchmarks and tests (posix driver). */
+struct dlc_backend_config {
+	uint64_t delay_ns;          /* added to every call; 0 = none */
+	uint64_t bandwidth;         /* bytes per second for reads; 0 = unlimited */
+	unsigned fail_every;        /* fault injection: every Nth read fails with EIO; 0 = never */
+};
+
+struct dlc_backend {
+	const struct dlc_backend_ops *ops;
+	void *priv;
+	char *source;                                   /* as the user wrote it */
+	_Atomic uint64_t calls[DLC_BACKEND_OP_COUNT];   /* counted by the wrappers */
+	_Atomic uint64_t errors;                        /* calls that failed */
+};
+
+/*
+ * Picks the driver for source ("/path" is a directory; other forms are
+ * rejected until their driver exists) and connects.  On failure returns
+ * -errno and sets *cause to a malloc'd sentence naming the problem and the fix.
+ */
+int dlc_backend_create(const char *source, const struct dlc_backend_config *config,
+		       struct dlc_backend **out, char **cause);
+void dlc_backend_destroy(struct dlc_backend *backend);
+
+/* Counting wrappers: use these, never ops directly. */
+int dlc_backend_list(struct dlc_backend *backend, const char *dir,
+		     dlc_backend_list_cb cb, void *arg);
+int dlc_backend_stat(struct dlc_backend *backend, const char *path,
+		     struct dlc_backend_attr *out);
+int dlc_backend_open(struct dlc_backend *backend, const char *path,
+		     struct dlc_backend_file **out);
+ssize_t dlc_backend_pread(struct dlc_backend *backend, struct dlc_backend_file *file,
+			  void *buf, size_t len, uint64_t off);
+int dlc_backend_close(struct dlc_backend *backend, struct dlc_backend_file *file);
+
+/* Sum of the metadata calls (list and stat) made so far. */
+uint64_t dlc_backend_metadata_calls(const struct dlc_backend *backend);
+
+/* Drivers. */
+int dlc_backend_posix_create(const char *root, const struct dlc_backend_config *config,
+			     struct dlc_backend *backend, char **cause);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * options.h - the command line of mount.dlcache / `dlcache mount`:
+ *
+ *     mount.dlcache SOURCE MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d] [-h] [-V]
+ *
+ * parsed with fuse_opt, checked, and turned into struct dlc_options.  Every
+ * failure is one sentence, in *cause, naming the problem and the fix.  Options
+ * that only mean something to mount(8) or fstab (_netdev, nofail, noauto,
+ * auto, user, users, nouser, defaults, x-systemd.*, ...) are accepted and
+ * dropped; kernel mount flags (ro, rw, nosuid, nodev, noexec, noatime, ...)
+ * and allow_other pass to the FUSE mount.  man/mount.dlcache.8 lists them all.
+ */
+#ifndef DLCACHE_OPTIONS_H
+#define DLCACHE_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dlcache/backend.h"
+#include "dlcache/log.h"
+#include "dlcache/policy.h"
+
+#define DLC_DEFAULT_CACHE_SIZE (10ULL << 30)
+#define DLC_DEFAULT_CACHE_MAX_FILE (64ULL << 20)
+#define DLC_DEFAULT_CRAWL_THREADS 16
+#define DLC_DEFAULT_THREADS 16
+
+struct dlc_options {
+	char *source;               /* as written; a directory is made absolute */
+	char *mountpoint;           /* absolute */
+	char *cache_dir;            /* absolute; defaulted by dlc_options_validate */
+	uint64_t cache_size;        /* bytes */
+	uint64_t cache_max_file;    /* larger files are read from the source, never cached */
+	char *snapshot;             /* absolute; default CACHE_DIR/snapshot.db */
+	bool refresh;               /* rebuild the snapshot even if it exists */
+	enum dlc_policy_kind policy;
+	unsigned crawl_threads;
+	unsigned threads;           /* most FUSE worker threads */
+	bool foreground;            /* -f */
+	bool debug;                 /* -d: foreground, FUSE debug and log_level=debug */
+	bool allow_other;
+	bool show_help;             /* -h / --help: print usage, mount nothing */
+	bool show_version;          /* -V / --version */
+	enum dlc_log_level log_level;
+	struct dlc_backend_config backend;  /* source_delay, source_bw, source_fail_every */
+	char *kernel_opts;          /* comma list for the FUSE mount, e.g. "ro,nosuid,fsname=SOURCE" */
+};
+
+/*
+ * Parses argv (argv[0] is the program name) into opts, which it first fills
+ * with defaults.  Pure: touches no file.  Returns 0, or -EINVAL with *cause.
+ */
+int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **cause);
+
+/*
+ * Checks opts against the file system and fills in defaults that depend on
+ * it: the source directory exists, the mountpoint is a directory, cache_dir
+ * and the snapshot are not inside the mountpoint, default cache_dir
+ * (/var/cache/dlcache/HASH for root, ~/.cache/dlcache/HASH otherwise, HASH
+ * from the source) and snapshot.  0, or -errno with *cause.
+ */
+int dlc_options_validate(struct dlc_options *opts, char **cause);
+
+void dlc_options_free(struct dlc_options *opts);
+
+/* Prints the usage text and every option with its default. */
+void dlc_options_usage(const char *program, FILE *out);
+
+/* "200G", "1.5T", "4096", "512k": bytes, binary multiples (K, M, G, T; an
+ * optional trailing B or iB); 0 or -EINVAL (-ERANGE on overflow). */
+int dlc_parse_size(const char *text, uint64_t *out);
+
+/* "2ms", "150us", "1s", "500ns": nanoseconds; 0 or -EINVAL. */
+int dlc_parse_duration(const char *text, uint64_t *out);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * snapshot.h - the dataset's namespace, crawled once, saved to SQLite, served
+ * from memory.
+ *
+ * A snapshot numbers every entry of the source with an inode number: the root
+ * is 1 (FUSE_ROOT_ID) and entries are numbered breadth-first, so the children
+ * of a directory are contiguous and sorted by name (strcmp).  lookup is a
+ * binary search inside the parent's range, path resolution walks components,
+ * and the path of an inode is rebuilt by following parents.  Inode numbers
+ * are fixed for the life of a snapshot file.
+ *
+ * The in-memory index is one array of struct dlc_node (48 bytes) plus one
+ * pool of NUL-terminated names (a symlink's target follows its name), about
+ * 70 bytes per ImageNet entry.
+ *
+ * On disk (SQLite, one file): table meta(key TEXT PRIMARY KEY, value) holds
+ * "format" (1), "source", "created" (unix seconds), "entries"; table
+ * entries(ino INTEGER PRIMARY KEY, parent, name, mode, uid, gid, size,
+ * mtime_sec, mtime_nsec, target) holds one row per entry, root included.
+ * A snapshot is written to FILE.tmp and renamed, so a crash never leaves a
+ * half-written FILE; load checks the numbering rules above and refuses a file
+ * that breaks them.
+ *
+ * A loaded snapshot is immutable: every function below may be called from
+ * any number of threads at once.
+ */
+#ifndef DLCACHE_SNAPSHOT_H
+#define DLCACHE_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlcache/backend.h"
+
+#define DLC_SNAPSHOT_ROOT_INO 1
+
+struct dlc_node {
+	uint64_t size;
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	uint32_t mode;          /* S_IFREG, S_IFDIR or S_IFLNK plus permission bits */
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t parent;        /* inode of the parent directory; the root's is 1 */
+	uint32_t name_off;      /* name in the pool; for a symlink the target follows its NUL */
+	uint32_t first_child;   /* directories: inode of the first child (0 if empty) */
+	uint32_t nchildren;     /* directories: number of children */
+};
+
+struct dlc_snapshot; /* opaque, immutable once loaded */
+
+struct dlc_snapshot_build_options {
+	unsigned threads;       /* parallel crawl workers; 0 picks a default (16) */
+	bool progress;          /* print "\rcrawled N entries" lines to stderr */
+};
+
+/*
+ * Crawls backend in parallel and writes a snapshot to file (through
+ * file.tmp and rename).  Returns 0, or -errno with *cause set to a malloc'd
+ * sentence.  On return *entries (if not NULL) holds the number of entries.
+ */
+int dlc_snapshot_build(struct dlc_backend *backend, const char *file,
+		       const struct dlc_snapshot_build_options *options,
+		       uint64_t *entries, char **cause);
+
+/* Loads file into memory; -errno with *cause (missing, not a snapshot, broken). */
+int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause);
+void dlc_snapshot_free(struct dlc_snapshot *snapshot);
+
+/* Number of entries, root included: inodes are 1..count. */
+uint32_t dlc_snapshot_count(const struct dlc_snapshot *snapshot);
+
+/* The node of ino, or NULL when ino is out of range. */
+const struct dlc_node *dlc_snapshot_node(const struct dlc_snapshot *snapshot, uint64_t ino);
+
+/* Name of ino ("" for the root). */
+const char *dlc_snapshot_name(const struct dlc_snapshot *snapshot, uint64_t ino);
+
+/* Target of a symlink, or NULL when ino is not a symlink. */
+const char *dlc_snapshot_link_target(const struct dlc_snapshot *snapshot, uint64_t ino);
+
+/* Inode of name inside directory parent, or 0 when there is none. */
+uint64_t dlc_snapshot_lookup(const struct dlc_snapshot *snapshot, uint64_t parent,
+			     const char *name);
+
+/* Inode of a relative path ("a/b/c"; "" is the root; repeated or trailing
+ * slashes are tolerated; "." and ".." are not), or 0 when there is none. */
+uint64_t dlc_snapshot_resolve(const struct dlc_snapshot *snapshot, const char *path);
+
+/* Writes the relative path of ino into buf; 0, -ENAMETOOLONG or -ENOENT. */
+int dlc_snapshot_path(const struct dlc_snapshot *snapshot, uint64_t ino, char *buf,
+		      size_t len);
+
+/* The source the snapshot was built from, as recorded in the file. */
+const char *dlc_snapshot_source(const struct dlc_snapshot *snapshot);
+
+/* Sum of the sizes of regular files, and bytes held by the in-memory index. */
+uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot);
+size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot);
+
+#endif

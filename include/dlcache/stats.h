@@ -1,0 +1,97 @@
+/*
+ * stats.h - atomic counters, and their rendering as the .stats JSON document.
+ *
+ * Counters count since mount.  The lifetime totals of a cache directory (the
+ * sums over every mount) are persisted by the caller through the store's meta
+ * table with dlc_stats_totals_encode/decode.
+ *
+ * The JSON has one member per line and nested objects open with `"name": {`
+ * on their own line; dlc_stats_print_human() relies on that layout, and so may
+ * a user's shell script.
+ */
+#ifndef DLCACHE_STATS_H
+#define DLCACHE_STATS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dlcache/backend.h"
+
+enum dlc_stat {
+	DLC_STAT_HITS = 0,             /* opens served from the local cache */
+	DLC_STAT_MISSES,               /* opens that needed the remote */
+	DLC_STAT_BYTES_FROM_CACHE,
+	DLC_STAT_BYTES_FROM_REMOTE,
+	DLC_STAT_ADMISSIONS,
+	DLC_STAT_EVICTIONS,
+	DLC_STAT_BYPASSES,             /* misses served but not admitted */
+	DLC_STAT_CORRUPT,              /* cache entries whose size or xxh3 did not match */
+	DLC_STAT_REMOTE_ERRORS,        /* reads failed because the remote failed */
+	DLC_STAT_PREFETCHES,
+	DLC_STAT_CONTROL_LINES,
+	DLC_STAT_CONTROL_ERRORS,
+	DLC_STAT_COUNT,
+};
+
+struct dlc_stats {
+	_Atomic uint64_t counters[DLC_STAT_COUNT];
+	uint64_t lifetime_base[DLC_STAT_COUNT];    /* totals of earlier mounts; set before serving */
+	pthread_mutex_t lock;                      /* guards last_error */
+	char last_error[256];
+};
+
+/* Gauges and identity, gathered by the caller when .stats is read. */
+struct dlc_stats_gauges {
+	const char *source;
+	const char *policy;
+	double uptime_seconds;
+	uint64_t cache_bytes;
+	uint64_t cache_entries;
+	uint64_t cache_capacity;
+	bool admission_enabled;
+	uint64_t snapshot_entries;
+	uint64_t snapshot_bytes;       /* sum of file sizes in the dataset */
+	uint64_t index_memory;         /* bytes of the in-memory snapshot index */
+	uint64_t backend_calls[DLC_BACKEND_OP_COUNT];
+	uint64_t backend_errors;
+};
+
+void dlc_stats_init(struct dlc_stats *stats);
+void dlc_stats_destroy(struct dlc_stats *stats);
+
+static inline void dlc_stats_add(struct dlc_stats *stats, enum dlc_stat which, uint64_t n)
+{
+	atomic_fetch_add_explicit(&stats->counters[which], n, memory_order_relaxed);
+}
+
+static inline uint64_t dlc_stats_get(struct dlc_stats *stats, enum dlc_stat which)
+{
+	return atomic_load_explicit(&stats->counters[which], memory_order_relaxed);
+}
+
+/* The JSON name of a counter ("hits", "bytes_from_cache", ...). */
+const char *dlc_stats_name(enum dlc_stat which);
+
+/* Remembers text (truncated) as the last error shown in .stats. */
+void dlc_stats_set_error(struct dlc_stats *stats, const char *text);
+
+/* Renders the .stats document into a malloc'd, NUL-terminated *out; 0 or -ENOMEM. */
+int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges *gauges,
+			  char **out, size_t *len);
+
+/* Lifetime totals (base plus this mount) as "name value" lines, malloc'd; NULL on ENOMEM. */
+char *dlc_stats_totals_encode(struct dlc_stats *stats);
+
+/* Sets lifetime_base from text made by dlc_stats_totals_encode; unknown names
+ * are ignored; 0 or -EINVAL on a malformed line. */
+int dlc_stats_totals_decode(struct dlc_stats *stats, const char *text);
+
+/* Prints a .stats document for a person: aligned names, sizes in KiB/MiB/GiB,
+ * the hit ratio; 0 or -EINVAL when json is not a .stats document. */
+int dlc_stats_print_human(const char *json, FILE *out);
+
+#endif

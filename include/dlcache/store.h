@@ -1,0 +1,96 @@
+/*
+ * store.h - the local cache: sample bytes in files under cache_dir, their
+ * persistent index in SQLite, xxh3 verification, crash-safe insert.
+ *
+ * Layout of cache_dir (created 0700):
+ *   lock           flock(2)ed while a daemon uses the directory
+ *   index.db       SQLite (WAL): entries(path TEXT PRIMARY KEY, name TEXT UNIQUE,
+ *                  size, mtime_ns, hash) and meta(key TEXT PRIMARY KEY, value)
+ *   data/XX/NAME   one file per cached sample, its exact bytes; NAME is the 16
+ *                  hex digits of XXH3_64(path), XX its first two
+ *   tmp/           inserts in progress
+ *
+ * The store decides nothing about what to keep (that is policy.c): it keeps
+ * what it is told, and it never hands out bytes that do not match the xxh3
+ * recorded when they were inserted.
+ *
+ * DESIGN (crash safety).  An insert writes tmp/N, renames it to data/XX/NAME
+ * and then adds the index row; a removal deletes the file, then the row.  Index
+ * changes are batched in one open transaction committed at least every second
+ * by the store's own thread, and at dlc_store_flush() and dlc_store_close().
+ * A crash can therefore leave: files in tmp/ (deleted at the next open), files
+ * without a row (deleted by the scan that runs when the previous close was not
+ * clean), rows without a file or with torn bytes (found by the size and hash
+ * checks of dlc_store_read and dropped).  None of these is ever served.
+ *
+ * Thread-safety: every function may be called from any thread; one mutex
+ * guards the SQLite connection.  dlc_store_read takes no lock.
+ */
+#ifndef DLCACHE_STORE_H
+#define DLCACHE_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct dlc_store; /* opaque */
+
+struct dlc_store_entry {
+	const char *path;       /* relative to the dataset root */
+	uint64_t size;
+	int64_t mtime_ns;       /* the source file's mtime when it was cached */
+	uint64_t hash;          /* XXH3_64 of the bytes */
+};
+
+/*
+ * Opens (creating if needed) the cache in dir and locks it.  Returns 0, or
+ * -errno with *cause set to a malloc'd sentence: -EBUSY when another daemon
+ * holds dir, -ENOTDIR, -EACCES, a broken index is renamed aside and started
+ * afresh (logged), not an error.
+ */
+int dlc_store_open(const char *dir, struct dlc_store **out, char **cause);
+
+/*
+ * Calls cb for every indexed entry.  cb returns 1 to keep the entry, 0 to
+ * drop it (the store deletes its file and row), or -errno to stop with that
+ * error.
+ */
+int dlc_store_load(struct dlc_store *store,
+		   int (*cb)(void *arg, const struct dlc_store_entry *entry), void *arg);
+
+/*
+ * Reads the cached bytes of path into buf, which holds size bytes.  Returns
+ * 0 when the file exists, has exactly size bytes and hashes to hash;
+ * -ENOENT when it is gone; -EBADMSG when size or hash differ; other -errno.
+ */
+int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
+		   uint64_t hash);
+
+/*
+ * Caches size bytes of data for path (crash-safe, see DESIGN).  Stores the
+ * XXH3_64 of data in *hash.  Returns 0; -ENOSPC when the disk is full (nothing
+ * is left behind); -EEXIST when another cached path has the same file name
+ * (a 64-bit hash collision: do not cache this one); other -errno.
+ */
+int dlc_store_insert(struct dlc_store *store, const char *path, const void *data,
+		     uint64_t size, int64_t mtime_ns, uint64_t *hash);
+
+/* Deletes the cached copy of path, file and row; 0 or -ENOENT. */
+int dlc_store_remove(struct dlc_store *store, const char *path);
+
+/* Commits pending index changes now. */
+int dlc_store_flush(struct dlc_store *store);
+
+/* Small persistent values (stats totals, later scores): value is malloc'd. */
+int dlc_store_meta_get(struct dlc_store *store, const char *key, char **value);
+int dlc_store_meta_set(struct dlc_store *store, const char *key, const char *value);
+
+/* Flushes, marks the cache cleanly closed, unlocks and frees. */
+int dlc_store_close(struct dlc_store *store);
+
+/* Bytes a cached file of size bytes is charged against cache_size (4 KiB blocks). */
+uint64_t dlc_store_footprint(uint64_t size);
+
+/* The directory holding the cache files, for logs. */
+const char *dlc_store_dir(const struct dlc_store *store);
+
+#endif

@@ -61,7 +61,8 @@ struct dlc_backend_ops {
 	int (*stat)(void *priv, const char *path, struct dlc_backend_attr *out);
 	/* Opens a regular file for reading; never follows a symlink. */
 	int (*open)(void *priv, const char *path, struct dlc_backend_file **out);
-	/* Reads up to len bytes at off; returns the count (0 at end of file). */
+	/* Reads up to len bytes at off; returns the count, fewer than len only
+	 * at end of file (drivers retry short transfers and EINTR themselves). */
 	ssize_t (*pread)(void *priv, struct dlc_backend_file *file, void *buf,
 			 size_t len, uint64_t off);
 	int (*close)(void *priv, struct dlc_backend_file *file);

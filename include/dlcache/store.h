@@ -2,7 +2,8 @@
  * store.h - the local cache: sample bytes in files under cache_dir, their
  * persistent index in SQLite, xxh3 verification, crash-safe insert.
  *
- * Layout of cache_dir (created 0700):
+ * Layout of cache_dir (missing components created 0700, mkdir -p; the mode of
+ * an existing directory is left alone):
  *   lock           flock(2)ed while a daemon uses the directory
  *   index.db       SQLite (WAL): entries(path TEXT PRIMARY KEY, name TEXT UNIQUE,
  *                  size, mtime_ns, hash) and meta(key TEXT PRIMARY KEY, value)
@@ -52,7 +53,9 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause);
 /*
  * Calls cb for every indexed entry.  cb returns 1 to keep the entry, 0 to
  * drop it (the store deletes its file and row), or -errno to stop with that
- * error.
+ * error.  cb runs without the store's lock, so it may call the store;
+ * entry->path is valid only during the call.  An entry inserted or replaced
+ * while load runs may or may not be visited.
  */
 int dlc_store_load(struct dlc_store *store,
 		   int (*cb)(void *arg, const struct dlc_store_entry *entry), void *arg);
@@ -87,7 +90,11 @@ int dlc_store_meta_set(struct dlc_store *store, const char *key, const char *val
 /* Flushes, marks the cache cleanly closed, unlocks and frees. */
 int dlc_store_close(struct dlc_store *store);
 
-/* Bytes a cached file of size bytes is charged against cache_size (4 KiB blocks). */
+/*
+ * Bytes a cached file of size bytes is charged against cache_size: size
+ * rounded up to whole 4 KiB blocks, so an empty file costs 0 (its inode and
+ * the index row are not charged).
+ */
 uint64_t dlc_store_footprint(uint64_t size);
 
 /* The directory holding the cache files, for logs. */

@@ -1,1 +1,1088 @@
-/* placeholder: being written */
+/*
+ * options.c - the command line of mount.dlcache and `dlcache mount`.
+ *
+ * Parsing is fuse_opt's: one template names every option dlcache knows, each
+ * with a key, and one callback (option_proc) turns a matched key into a field
+ * of struct dlc_options, takes SOURCE and MOUNTPOINT from the non-option
+ * arguments, and explains anything fuse_opt could not match.  Options that
+ * only mean something to mount(8) or fstab are discarded by the template
+ * itself (FUSE_OPT_KEY_DISCARD); x-* options, which no template can match by
+ * prefix, are discarded in the callback.  Kernel mount flags are collected as
+ * written and, once the whole line is read, joined behind the options every
+ * mount gets ("default_permissions,fsname=...,subtype=dlcache") into
+ * opts->kernel_opts, a list in fuse_opt's own escaped syntax that the caller
+ * hands to fuse_session_new() after "-o".
+ *
+ * Parsing touches no file.  dlc_options_validate() then checks the result
+ * against the file system (source and mountpoint exist, the cache and the
+ * snapshot live outside the mount and outside the dataset) and fills in the
+ * defaults that depend on it.  Every failure is one sentence in *cause naming
+ * the problem and its fix; the caller prints it and exits with status 1.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fuse_opt.h>
+#include <xxhash.h>
+
+#include "dlcache/options.h"
+
+#define MAX_CRAWL_THREADS 256
+#define MAX_THREADS 1024
+#define USAGE_LINE "usage: mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS]"
+
+enum option_key {
+	KEY_CACHE_DIR,
+	KEY_CACHE_SIZE,
+	KEY_CACHE_MAX_FILE,
+	KEY_POLICY,
+	KEY_SNAPSHOT,
+	KEY_REFRESH,
+	KEY_CRAWL_THREADS,
+	KEY_THREADS,
+	KEY_LOG_LEVEL,
+	KEY_SOURCE_DELAY,
+	KEY_SOURCE_BW,
+	KEY_SOURCE_FAIL_EVERY,
+	KEY_ALLOW_OTHER,
+	KEY_FSNAME,
+	KEY_KERNEL_FLAG,   /* passed to the FUSE mount as written */
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_SLOPPY,
+};
+
+/*
+ * The kernel mount is read-write unless the line says "ro": the daemon
+ * itself refuses every change to the dataset with EROFS, and a read-write
+ * mount lets the job write ranks to .control.  "rw" therefore adds nothing.
+ * default_permissions is always on: the kernel checks the dataset's modes.  The atime family beyond atime/noatime (relatime, strictatime,
+ * diratime, nodiratime and their negations) is dropped: libfuse 3.14 rejects
+ * them as unknown options, and on a read-only mount no access time is ever
+ * written, so they change nothing.
+ */
+static const struct fuse_opt option_template[] = {
+	FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
+	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
+	FUSE_OPT_KEY("cache_max_file=", KEY_CACHE_MAX_FILE),
+	FUSE_OPT_KEY("policy=", KEY_POLICY),
+	FUSE_OPT_KEY("snapshot=", KEY_SNAPSHOT),
+	FUSE_OPT_KEY("refresh", KEY_REFRESH),
+	FUSE_OPT_KEY("crawl_threads=", KEY_CRAWL_THREADS),
+	FUSE_OPT_KEY("threads=", KEY_THREADS),
+	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
+	FUSE_OPT_KEY("source_delay=", KEY_SOURCE_DELAY),
+	FUSE_OPT_KEY("source_bw=", KEY_SOURCE_BW),
+	FUSE_OPT_KEY("source_fail_every=", KEY_SOURCE_FAIL_EVERY),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+
+	FUSE_OPT_KEY("nosuid", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("suid", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("nodev", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("dev", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("noexec", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("exec", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("noatime", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("atime", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("sync", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("async", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("dirsync", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("ro", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("default_permissions", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("relatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("norelatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("strictatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nostrictatime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("diratime", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nodiratime", FUSE_OPT_KEY_DISCARD),
+
+	/* mount(8) and fstab only; x-* is handled in option_proc. */
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user=", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("users", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("owner", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("group", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("comment=", FUSE_OPT_KEY_DISCARD),
+
+	FUSE_OPT_KEY("-f", KEY_FOREGROUND),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	/* What mount(8) may add when it runs a helper: -s (sloppy), -n (no
+	 * mtab), -v (verbose), -t TYPE. */
+	FUSE_OPT_KEY("-s", KEY_SLOPPY),
+	FUSE_OPT_KEY("-n", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("-v", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("-t ", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+/* What the fuse_opt callback works on. */
+struct parse_state {
+	struct dlc_options *opts;
+	char *cause;            /* the first error, malloc'd */
+	int rc;                 /* its -errno */
+	char *fsname;           /* fsname= as written, or NULL for the source */
+	char *kernel_flags;     /* pass-through flags, comma list */
+	char *first_unknown;    /* an unknown -o option, reported unless -s */
+	bool sloppy;
+};
+
+/*
+ * Formats a one-line cause.  Control characters in what the user wrote (a
+ * newline inside a quoted option) become '?', so the cause stays one line.
+ */
+static char *format_cause(const char *fmt, va_list ap)
+	__attribute__((format(printf, 1, 0)));
+
+static char *format_cause(const char *fmt, va_list ap)
+{
+	char *text;
+
+	if (vasprintf(&text, fmt, ap) < 0)
+		return NULL;
+	for (char *p = text; *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	}
+	return text;
+}
+
+static void set_cause(char **cause, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void set_cause(char **cause, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!cause)
+		return;
+	va_start(ap, fmt);
+	free(*cause);
+	*cause = format_cause(fmt, ap);
+	va_end(ap);
+}
+
+/* Records the first failure of a parse; returns -1 for fuse_opt. */
+static int parse_fail(struct parse_state *state, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int parse_fail(struct parse_state *state, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (state->rc == 0) {
+		state->rc = rc;
+		va_start(ap, fmt);
+		state->cause = format_cause(fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static int replace_string(char **field, const char *value)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* ---- numbers --------------------------------------------------------- */
+
+/*
+ * Reads "DIGITS[.DIGITS]" at the start of text.  Sets *whole (-ERANGE when it
+ * does not fit in 64 bits), the fraction as *frac / *frac_scale (at most 18
+ * digits are kept; later ones are below any unit here), and *end past the
+ * number.  -EINVAL when text does not start with a digit, or a '.' has no
+ * digit after it.
+ */
+static int parse_decimal(const char *text, uint64_t *whole, uint64_t *frac,
+			 uint64_t *frac_scale, const char **end)
+{
+	const char *p = text;
+	uint64_t value = 0;
+	bool overflow = false;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned digit = (unsigned)(*p - '0');
+
+		if (value > (UINT64_MAX - digit) / 10)
+			overflow = true;
+		else
+			value = value * 10 + digit;
+	}
+	*frac = 0;
+	*frac_scale = 1;
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		for (int kept = 0; *p >= '0' && *p <= '9'; p++, kept++) {
+			if (kept < 18) {
+				*frac = *frac * 10 + (uint64_t)(*p - '0');
+				*frac_scale *= 10;
+			}
+		}
+	}
+	*whole = value;
+	*end = p;
+	return overflow ? -ERANGE : 0;
+}
+
+/* whole * unit + frac / frac_scale * unit, rounded down; -ERANGE on overflow. */
+static int scale_decimal(uint64_t whole, uint64_t frac, uint64_t frac_scale,
+			 uint64_t unit, uint64_t *out)
+{
+	__extension__ typedef unsigned __int128 wide;
+	wide total;
+
+	if (unit != 0 && whole > UINT64_MAX / unit)
+		return -ERANGE;
+	total = (wide)whole * unit + (wide)frac * unit / frac_scale;
+	if (total > UINT64_MAX)
+		return -ERANGE;
+	*out = (uint64_t)total;
+	return 0;
+}
+
+int dlc_parse_size(const char *text, uint64_t *out)
+{
+	uint64_t whole, frac, frac_scale, unit = 1;
+	const char *p;
+	int rc;
+
+	if (!text)
+		return -EINVAL;
+	rc = parse_decimal(text, &whole, &frac, &frac_scale, &p);
+	if (rc == -EINVAL)
+		return rc;
+	switch (*p) {
+	case 'k': case 'K': unit = 1ULL << 10; p++; break;
+	case 'm': case 'M': unit = 1ULL << 20; p++; break;
+	case 'g': case 'G': unit = 1ULL << 30; p++; break;
+	case 't': case 'T': unit = 1ULL << 40; p++; break;
+	default: break;
+	}
+	if (unit > 1 && (*p == 'i' || *p == 'I')) {
+		p++;
+		if (*p != 'b' && *p != 'B')
+			return -EINVAL;
+	}
+	if (*p == 'b' || *p == 'B')
+		p++;
+	if (*p != '\0')
+		return -EINVAL;
+	/* A count of bytes has no fraction: "1.5" alone means nothing. */
+	if (unit == 1 && frac_scale > 1)
+		return -EINVAL;
+	if (rc < 0)
+		return rc;
+	return scale_decimal(whole, frac, frac_scale, unit, out);
+}
+
+int dlc_parse_duration(const char *text, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		uint64_t nanoseconds;
+	} units[] = {
+		{ "ns", 1ULL },
+		{ "us", 1000ULL },
+		{ "ms", 1000000ULL },
+		{ "s", 1000000000ULL },
+		{ "m", 60000000000ULL },
+	};
+	uint64_t whole, frac, frac_scale;
+	const char *p;
+	int rc;
+
+	if (!text)
+		return -EINVAL;
+	rc = parse_decimal(text, &whole, &frac, &frac_scale, &p);
+	if (rc == -EINVAL)
+		return rc;
+	if (*p == '\0') {
+		/* No unit: only zero means the same in every unit. */
+		if (rc < 0 || whole != 0 || frac != 0)
+			return -EINVAL;
+		*out = 0;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].suffix) == 0) {
+			if (rc < 0)
+				return rc;
+			return scale_decimal(whole, frac, frac_scale,
+					     units[i].nanoseconds, out);
+		}
+	}
+	return -EINVAL;
+}
+
+/* A whole decimal number in [min, max]; -EINVAL for anything else. */
+static int parse_unsigned(const char *text, unsigned min, unsigned max, unsigned *out)
+{
+	uint64_t value = 0;
+
+	if (*text == '\0')
+		return -EINVAL;
+	for (const char *p = text; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		value = value * 10 + (uint64_t)(*p - '0');
+		if (value > max)
+			return -EINVAL;
+	}
+	if (value < min)
+		return -EINVAL;
+	*out = (unsigned)value;
+	return 0;
+}
+
+/* ---- parsing ---------------------------------------------------------- */
+
+static int parse_size_option(struct parse_state *state, const char *name,
+			     const char *value, const char *example, uint64_t *field)
+{
+	int rc = dlc_parse_size(value, field);
+
+	if (rc == -ERANGE)
+		return parse_fail(state, -EINVAL,
+				  "%s '%s' is too large; write a size below 16777216T, e.g. %s=%s.",
+				  name, value, name, example);
+	if (rc < 0)
+		return parse_fail(state, -EINVAL,
+				  "%s '%s' is not a size; write a number with an optional K, M, G or T suffix, e.g. %s=%s.",
+				  name, value, name, example);
+	return 0;
+}
+
+static int parse_duration_option(struct parse_state *state, const char *name,
+				 const char *value, uint64_t *field)
+{
+	int rc = dlc_parse_duration(value, field);
+
+	if (rc == -ERANGE)
+		return parse_fail(state, -EINVAL,
+				  "%s '%s' is too long; write a shorter duration, e.g. %s=2ms.",
+				  name, value, name);
+	if (rc < 0)
+		return parse_fail(state, -EINVAL,
+				  "%s '%s' is not a duration; write a number with a unit ns, us, ms, s or m, e.g. %s=2ms.",
+				  name, value, name);
+	return 0;
+}
+
+static int parse_count_option(struct parse_state *state, const char *name,
+			      const char *value, unsigned min, unsigned max,
+			      unsigned *field)
+{
+	if (parse_unsigned(value, min, max, field) < 0)
+		return parse_fail(state, -EINVAL,
+				  "%s '%s' is not a whole number from %u to %u; write e.g. %s=%u.",
+				  name, value, min, max, name, min > 16 ? min : 16);
+	return 0;
+}
+
+static int parse_string_option(struct parse_state *state, const char *name,
+			       const char *value, const char *example, char **field)
+{
+	if (*value == '\0')
+		return parse_fail(state, -EINVAL,
+				  "option %s= has an empty value; write %s=%s, or leave the option out.",
+				  name, name, example);
+	if (replace_string(field, value) < 0)
+		return parse_fail(state, -ENOMEM, "out of memory while reading option %s.", name);
+	return 0;
+}
+
+/* An -o option that matched no template: dropped, or an error with a hint. */
+static int unknown_option(struct parse_state *state, const char *arg)
+{
+	const char *equals = strchr(arg, '=');
+
+	if (*arg == '\0' || strncmp(arg, "x-", 2) == 0)
+		return 0;   /* empty ("ro,,nodev") and x-systemd.* etc. */
+	if (arg[0] == '-')
+		return parse_fail(state, -EINVAL,
+				  "unknown flag '%s'; run mount.dlcache --help for the flags it accepts, and give mount options after -o.",
+				  arg);
+	if (equals) {
+		char *name = strndup(arg, (size_t)(equals - arg));
+		bool is_flag = name && fuse_opt_match(option_template, name);
+
+		if (is_flag) {
+			parse_fail(state, -EINVAL,
+				   "option '%s' takes no value; write just -o %s.", name, name);
+			free(name);
+			return -1;
+		}
+		free(name);
+	} else {
+		char *with_equals;
+		bool wants_value;
+
+		if (asprintf(&with_equals, "%s=", arg) < 0)
+			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
+		wants_value = fuse_opt_match(option_template, with_equals);
+		free(with_equals);
+		if (wants_value)
+			return parse_fail(state, -EINVAL,
+					  "option '%s' needs a value; write -o %s=VALUE as mount.dlcache(8) describes.",
+					  arg, arg);
+	}
+	if (!state->first_unknown) {
+		state->first_unknown = strdup(arg);
+		if (!state->first_unknown)
+			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
+	}
+	return 0;
+}
+
+static int positional_argument(struct parse_state *state, const char *arg)
+{
+	struct dlc_options *opts = state->opts;
+
+	if (!opts->source) {
+		if (*arg == '\0')
+			return parse_fail(state, -EINVAL,
+					  "the source is empty; give the dataset's directory, e.g. mount.dlcache /data/imagenet /mnt/data.");
+		if (replace_string(&opts->source, arg) < 0)
+			return parse_fail(state, -ENOMEM, "out of memory while reading the source.");
+		return 0;
+	}
+	if (!opts->mountpoint) {
+		if (*arg == '\0')
+			return parse_fail(state, -EINVAL,
+					  "the mountpoint is empty; give an existing directory, e.g. mount.dlcache %s /mnt/data.",
+					  opts->source);
+		if (replace_string(&opts->mountpoint, arg) < 0)
+			return parse_fail(state, -ENOMEM, "out of memory while reading the mountpoint.");
+		return 0;
+	}
+	return parse_fail(state, -EINVAL,
+			  "unexpected argument '%s' after the mountpoint; give one SOURCE and one MOUNTPOINT, and options after -o separated by commas without spaces.",
+			  arg);
+}
+
+static int option_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct parse_state *state = data;
+	struct dlc_options *opts = state->opts;
+	const char *value = strchr(arg, '=');
+	int rc;
+
+	(void)outargs;
+	value = value ? value + 1 : "";
+
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		return positional_argument(state, arg) < 0 ? -1 : 0;
+	case FUSE_OPT_KEY_OPT:
+		return unknown_option(state, arg) < 0 ? -1 : 0;
+	case KEY_CACHE_DIR:
+		return parse_string_option(state, "cache_dir", value,
+					   "/local/ssd/dlcache", &opts->cache_dir);
+	case KEY_SNAPSHOT:
+		return parse_string_option(state, "snapshot", value,
+					   "/local/ssd/imagenet.snapshot.db", &opts->snapshot);
+	case KEY_FSNAME:
+		return parse_string_option(state, "fsname", value, "imagenet", &state->fsname);
+	case KEY_CACHE_SIZE:
+		rc = parse_size_option(state, "cache_size", value, "200G", &opts->cache_size);
+		if (rc == 0 && opts->cache_size == 0)
+			return parse_fail(state, -EINVAL,
+					  "cache_size must be larger than 0; give the room the cache may use, e.g. cache_size=200G, or write policy=none to cache nothing.");
+		return rc;
+	case KEY_CACHE_MAX_FILE:
+		return parse_size_option(state, "cache_max_file", value, "64M",
+					 &opts->cache_max_file);
+	case KEY_SOURCE_BW:
+		return parse_size_option(state, "source_bw", value, "100M",
+					 &opts->backend.bandwidth);
+	case KEY_SOURCE_DELAY:
+		return parse_duration_option(state, "source_delay", value,
+					     &opts->backend.delay_ns);
+	case KEY_POLICY:
+		if (dlc_policy_parse(value, &opts->policy) < 0)
+			return parse_fail(state, -EINVAL,
+					  "policy '%s' is unknown; use freeze, lru or none.", value);
+		return 0;
+	case KEY_LOG_LEVEL:
+		if (dlc_log_parse_level(value, &opts->log_level) < 0)
+			return parse_fail(state, -EINVAL,
+					  "log_level '%s' is unknown; use error, warning, info or debug.",
+					  value);
+		return 0;
+	case KEY_CRAWL_THREADS:
+		return parse_count_option(state, "crawl_threads", value, 1, MAX_CRAWL_THREADS,
+					  &opts->crawl_threads);
+	case KEY_THREADS:
+		return parse_count_option(state, "threads", value, 1, MAX_THREADS,
+					  &opts->threads);
+	case KEY_SOURCE_FAIL_EVERY:
+		if (parse_unsigned(value, 0, UINT_MAX, &opts->backend.fail_every) < 0)
+			return parse_fail(state, -EINVAL,
+					  "source_fail_every '%s' is not a whole number; write N to fail every Nth read from the source, or 0 to never fail.",
+					  value);
+		return 0;
+	case KEY_REFRESH:
+		opts->refresh = true;
+		return 0;
+	case KEY_ALLOW_OTHER:
+		opts->allow_other = true;
+		return 0;
+	case KEY_KERNEL_FLAG:
+		if (fuse_opt_add_opt(&state->kernel_flags, arg) < 0)
+			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
+		return 0;
+	case KEY_FOREGROUND:
+		opts->foreground = true;
+		return 0;
+	case KEY_DEBUG:
+		opts->debug = true;
+		return 0;
+	case KEY_HELP:
+		opts->show_help = true;
+		return 0;
+	case KEY_VERSION:
+		opts->show_version = true;
+		return 0;
+	case KEY_SLOPPY:
+		state->sloppy = true;
+		return 0;
+	default:
+		return 0;   /* FUSE_OPT_KEY_DISCARD */
+	}
+}
+
+/*
+ * fuse_opt prints to stderr when -o or -t ends the line; catch that first so
+ * the person gets a cause like every other mistake.
+ */
+static int check_dangling_flags(int argc, char **argv, struct parse_state *state)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			return 0;
+		if (strcmp(argv[i], "-o") != 0 && strcmp(argv[i], "-t") != 0)
+			continue;
+		if (i + 1 == argc) {
+			if (argv[i][1] == 'o')
+				return parse_fail(state, -EINVAL,
+						  "flag -o needs a list of options after it; write e.g. -o cache_size=200G,policy=freeze.");
+			return parse_fail(state, -EINVAL,
+					  "flag -t needs a file system type after it; write -t dlcache, or leave it out.");
+		}
+		i++;
+	}
+	return 0;
+}
+
+static void set_defaults(struct dlc_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->cache_size = DLC_DEFAULT_CACHE_SIZE;
+	opts->cache_max_file = DLC_DEFAULT_CACHE_MAX_FILE;
+	opts->policy = DLC_POLICY_FREEZE;
+	opts->crawl_threads = DLC_DEFAULT_CRAWL_THREADS;
+	opts->threads = DLC_DEFAULT_THREADS;
+	opts->log_level = DLC_LOG_INFO;
+}
+
+/* "default_permissions,fsname=NAME,subtype=dlcache[,allow_other][,FLAGS]" */
+static int build_kernel_opts(struct parse_state *state)
+{
+	struct dlc_options *opts = state->opts;
+	const char *fsname = state->fsname ? state->fsname : opts->source;
+	char *fsname_opt = NULL;
+	char *list = NULL;
+	int rc = -ENOMEM;
+
+	if (asprintf(&fsname_opt, "fsname=%s", fsname) < 0) {
+		fsname_opt = NULL;
+		goto out;
+	}
+	if (fuse_opt_add_opt(&list, "default_permissions") < 0 ||
+	    fuse_opt_add_opt_escaped(&list, fsname_opt) < 0 ||
+	    fuse_opt_add_opt(&list, "subtype=dlcache") < 0)
+		goto out;
+	if (opts->allow_other && fuse_opt_add_opt(&list, "allow_other") < 0)
+		goto out;
+	if (state->kernel_flags && fuse_opt_add_opt(&list, state->kernel_flags) < 0)
+		goto out;
+	opts->kernel_opts = list;
+	list = NULL;
+	rc = 0;
+out:
+	free(list);
+	free(fsname_opt);
+	return rc;
+}
+
+int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **cause)
+{
+	struct parse_state state = { .opts = opts };
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	int rc;
+
+	if (cause)
+		*cause = NULL;
+	set_defaults(opts);
+
+	if (check_dangling_flags(argc, argv, &state) < 0)
+		goto fail;
+	if (fuse_opt_parse(&args, &state, option_template, option_proc) < 0) {
+		if (state.rc == 0)
+			parse_fail(&state, -ENOMEM, "out of memory while reading the command line.");
+		goto fail;
+	}
+	fuse_opt_free_args(&args);
+
+	if (state.first_unknown && !state.sloppy) {
+		parse_fail(&state, -EINVAL,
+			   "unknown mount option '%s'; see mount.dlcache(8) for the options dlcache accepts.",
+			   state.first_unknown);
+		goto fail;
+	}
+	if (opts->debug) {
+		opts->foreground = true;
+		opts->log_level = DLC_LOG_DEBUG;
+	}
+	if (opts->show_help || opts->show_version)
+		goto done;
+	if (!opts->source) {
+		parse_fail(&state, -EINVAL, "no source given; " USAGE_LINE ".");
+		goto fail;
+	}
+	if (!opts->mountpoint) {
+		parse_fail(&state, -EINVAL, "no mountpoint given; " USAGE_LINE ".");
+		goto fail;
+	}
+	if (build_kernel_opts(&state) < 0) {
+		parse_fail(&state, -ENOMEM, "out of memory while building the mount options.");
+		goto fail;
+	}
+done:
+	free(state.fsname);
+	free(state.kernel_flags);
+	free(state.first_unknown);
+	return 0;
+
+fail:
+	fuse_opt_free_args(&args);
+	free(state.fsname);
+	free(state.kernel_flags);
+	free(state.first_unknown);
+	dlc_options_free(opts);
+	set_defaults(opts);
+	rc = state.rc ? state.rc : -ENOMEM;
+	if (cause)
+		*cause = state.cause;
+	else
+		free(state.cause);
+	return rc;
+}
+
+/* ---- validation ------------------------------------------------------- */
+
+/* child is parent itself or lies below it (both absolute and canonical). */
+static bool path_is_within(const char *child, const char *parent)
+{
+	size_t len = strlen(parent);
+
+	if (strcmp(parent, "/") == 0)
+		return true;
+	return strncmp(child, parent, len) == 0 && (child[len] == '\0' || child[len] == '/');
+}
+
+/*
+ * The canonical absolute form of path, which need not exist: realpath of its
+ * deepest existing ancestor, then the missing components ("." dropped, ".."
+ * taking one back).  0, or -errno from realpath or getcwd.
+ */
+static int resolve_path(const char *path, char **out)
+{
+	char *absolute = NULL;
+	char *resolved = NULL;
+	char *slash;
+	const char *tail;
+	int rc;
+
+	if (path[0] == '/') {
+		absolute = strdup(path);
+	} else {
+		char *cwd = getcwd(NULL, 0);
+
+		if (!cwd)
+			return -errno;
+		if (asprintf(&absolute, "%s/%s", cwd, path) < 0)
+			absolute = NULL;
+		free(cwd);
+	}
+	if (!absolute)
+		return -ENOMEM;
+
+	/* Drop trailing slashes so the last component is a name. */
+	for (size_t len = strlen(absolute); len > 1 && absolute[len - 1] == '/'; len--)
+		absolute[len - 1] = '\0';
+
+	resolved = realpath(absolute, NULL);
+	if (resolved) {
+		rc = 0;
+		goto out;
+	}
+	if (errno != ENOENT) {
+		rc = -errno;
+		goto out;
+	}
+
+	slash = strrchr(absolute, '/');
+	tail = slash + 1;
+	if (slash == absolute)
+		rc = resolve_path("/", &resolved);
+	else {
+		*slash = '\0';
+		rc = resolve_path(absolute, &resolved);
+	}
+	if (rc < 0)
+		goto out;
+	if (strcmp(tail, "..") == 0) {
+		char *last = strrchr(resolved, '/');
+
+		if (last == resolved)
+			last[1] = '\0';
+		else
+			*last = '\0';
+	} else if (strcmp(tail, ".") != 0 && *tail != '\0') {
+		char *longer;
+
+		if (asprintf(&longer, "%s%s%s", resolved,
+			     strcmp(resolved, "/") == 0 ? "" : "/", tail) < 0) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		free(resolved);
+		resolved = longer;
+	}
+out:
+	free(absolute);
+	if (rc < 0) {
+		free(resolved);
+		return rc;
+	}
+	*out = resolved;
+	return 0;
+}
+
+static int validate_source(struct dlc_options *opts, char **cause)
+{
+	struct stat st;
+	char *real;
+
+	if (opts->source[0] != '/')
+		return 0;   /* host:/export and the like: the backend decides */
+	real = realpath(opts->source, NULL);
+	if (!real || stat(real, &st) < 0) {
+		int rc = -errno;
+
+		free(real);
+		if (rc == -ENOENT)
+			set_cause(cause, "source '%s' does not exist; check the path, or mount the file system that holds the dataset first.",
+				  opts->source);
+		else
+			set_cause(cause, "source '%s' cannot be opened (%s); check the path and its permissions.",
+				  opts->source, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		free(real);
+		set_cause(cause, "source '%s' is not a directory; give the top directory of the dataset.",
+			  opts->source);
+		return -ENOTDIR;
+	}
+	free(opts->source);
+	opts->source = real;
+	return 0;
+}
+
+static int validate_mountpoint(struct dlc_options *opts, char **cause)
+{
+	struct stat st;
+	char *real = realpath(opts->mountpoint, NULL);
+
+	if (!real || stat(real, &st) < 0) {
+		int rc = -errno;
+
+		free(real);
+		if (rc == -ENOENT)
+			set_cause(cause, "mountpoint '%s' does not exist; create it with mkdir -p %s.",
+				  opts->mountpoint, opts->mountpoint);
+		else if (rc == -ENOTDIR)
+			set_cause(cause, "mountpoint '%s' is not a directory; mount on a directory, e.g. one made with mkdir -p.",
+				  opts->mountpoint);
+		else
+			set_cause(cause, "mountpoint '%s' cannot be used (%s); check the path and its permissions.",
+				  opts->mountpoint, strerror(-rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		set_cause(cause, "mountpoint '%s' is not a directory; mount on a directory, e.g. one made with mkdir -p.",
+			  opts->mountpoint);
+		free(real);
+		return -ENOTDIR;
+	}
+	free(opts->mountpoint);
+	opts->mountpoint = real;
+
+	if (opts->source[0] != '/')
+		return 0;
+	if (strcmp(opts->mountpoint, opts->source) == 0) {
+		set_cause(cause, "mountpoint '%s' is the source itself; mount the cached view on another directory, e.g. /mnt/data.",
+			  opts->mountpoint);
+		return -EINVAL;
+	}
+	if (path_is_within(opts->source, opts->mountpoint)) {
+		set_cause(cause, "source '%s' is inside the mountpoint '%s', which the mount would hide; choose a mountpoint outside the source's path.",
+			  opts->source, opts->mountpoint);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* /var/cache/dlcache/HASH for root, else $XDG_CACHE_HOME or ~/.cache + /dlcache/HASH. */
+static int default_cache_dir(const struct dlc_options *opts, char **out, char **cause)
+{
+	unsigned long long hash = XXH3_64bits(opts->source, strlen(opts->source));
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (geteuid() == 0)
+		n = asprintf(out, "/var/cache/dlcache/%016llx", hash);
+	else if (xdg && xdg[0] == '/')
+		n = asprintf(out, "%s/dlcache/%016llx", xdg, hash);
+	else if (home && home[0] == '/')
+		n = asprintf(out, "%s/.cache/dlcache/%016llx", home, hash);
+	else {
+		set_cause(cause, "no home directory to hold the default cache_dir; set HOME, or give -o cache_dir=DIR on a local disk.");
+		return -EINVAL;
+	}
+	if (n < 0) {
+		*out = NULL;
+		set_cause(cause, "out of memory while choosing the cache directory.");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int validate_cache_dir(struct dlc_options *opts, char **cause)
+{
+	struct stat st;
+	char *resolved;
+	int rc;
+
+	if (!opts->cache_dir) {
+		rc = default_cache_dir(opts, &opts->cache_dir, cause);
+		if (rc < 0)
+			return rc;
+	}
+	rc = resolve_path(opts->cache_dir, &resolved);
+	if (rc < 0) {
+		set_cause(cause, "cache_dir '%s' cannot be used (%s); choose a directory on a local disk.",
+			  opts->cache_dir, strerror(-rc));
+		return rc;
+	}
+	if (stat(resolved, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		set_cause(cause, "cache_dir '%s' is not a directory; choose a directory on a local disk, or a path that does not exist yet.",
+			  opts->cache_dir);
+		free(resolved);
+		return -ENOTDIR;
+	}
+	free(opts->cache_dir);
+	opts->cache_dir = resolved;
+
+	if (path_is_within(opts->cache_dir, opts->mountpoint)) {
+		set_cause(cause, "cache_dir '%s' is inside the mountpoint '%s'; put the cache on a local disk outside the mount.",
+			  opts->cache_dir, opts->mountpoint);
+		return -EINVAL;
+	}
+	if (opts->source[0] == '/' && path_is_within(opts->cache_dir, opts->source)) {
+		set_cause(cause, "cache_dir '%s' is inside the source '%s', where it would appear in the dataset; put the cache on a local disk outside the source.",
+			  opts->cache_dir, opts->source);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int validate_snapshot(struct dlc_options *opts, char **cause)
+{
+	bool given = opts->snapshot != NULL;
+	struct stat st;
+	char *resolved;
+	int rc;
+
+	if (!given) {
+		if (asprintf(&opts->snapshot, "%s/snapshot.db", opts->cache_dir) < 0) {
+			opts->snapshot = NULL;
+			set_cause(cause, "out of memory while choosing the snapshot file.");
+			return -ENOMEM;
+		}
+	}
+	rc = resolve_path(opts->snapshot, &resolved);
+	if (rc < 0) {
+		set_cause(cause, "snapshot '%s' cannot be used (%s); give a file path on a local disk.",
+			  opts->snapshot, strerror(-rc));
+		return rc;
+	}
+	free(opts->snapshot);
+	opts->snapshot = resolved;
+
+	if (path_is_within(opts->snapshot, opts->mountpoint)) {
+		set_cause(cause, "snapshot '%s' is inside the mountpoint '%s'; keep the snapshot on a local disk outside the mount.",
+			  opts->snapshot, opts->mountpoint);
+		return -EINVAL;
+	}
+	if (stat(opts->snapshot, &st) < 0) {
+		rc = -errno;
+		if (rc != -ENOENT) {
+			set_cause(cause, "snapshot '%s' cannot be read (%s); check its permissions, or add -o refresh to build a new one.",
+				  opts->snapshot, strerror(-rc));
+			return rc;
+		}
+		if (given && !opts->refresh) {
+			set_cause(cause, "snapshot '%s' does not exist; build it with dlcache snapshot %s -o %s, or add -o refresh.",
+				  opts->snapshot, opts->source, opts->snapshot);
+			return rc;
+		}
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		set_cause(cause, "snapshot '%s' is a directory; give the snapshot's file name, e.g. snapshot=%s/snapshot.db.",
+			  opts->snapshot, opts->snapshot);
+		return -EISDIR;
+	}
+	return 0;
+}
+
+int dlc_options_validate(struct dlc_options *opts, char **cause)
+{
+	int rc;
+
+	if (cause)
+		*cause = NULL;
+	if (!opts->source) {
+		set_cause(cause, "no source given; " USAGE_LINE ".");
+		return -EINVAL;
+	}
+	if (!opts->mountpoint) {
+		set_cause(cause, "no mountpoint given; " USAGE_LINE ".");
+		return -EINVAL;
+	}
+	rc = validate_source(opts, cause);
+	if (rc == 0)
+		rc = validate_mountpoint(opts, cause);
+	if (rc == 0)
+		rc = validate_cache_dir(opts, cause);
+	if (rc == 0)
+		rc = validate_snapshot(opts, cause);
+	return rc;
+}
+
+void dlc_options_free(struct dlc_options *opts)
+{
+	if (!opts)
+		return;
+	free(opts->source);
+	free(opts->mountpoint);
+	free(opts->cache_dir);
+	free(opts->snapshot);
+	free(opts->kernel_opts);
+	opts->source = NULL;
+	opts->mountpoint = NULL;
+	opts->cache_dir = NULL;
+	opts->snapshot = NULL;
+	opts->kernel_opts = NULL;
+}
+
+void dlc_options_usage(const char *program, FILE *out)
+{
+	if (!program)
+		program = "mount.dlcache";
+	fprintf(out,
+		"usage: %s SOURCE MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
+		"       %s -h | -V\n"
+		"\n"
+		"Mounts a read-only, cached view of the dataset at SOURCE (a directory) on\n"
+		"MOUNTPOINT.\n"
+		"\n"
+		"flags:\n"
+		"    -o OPTIONS             mount options, comma-separated (below)\n"
+		"    -f                     stay in the foreground\n"
+		"    -d                     debug: foreground, FUSE debug, log_level=debug\n"
+		"    -h, --help             print this help and exit\n"
+		"    -V, --version          print the version and exit\n"
+		"\n"
+		"dlcache options:\n"
+		"    cache_dir=DIR          local cache (default: /var/cache/dlcache/HASH for\n"
+		"                           root, else ~/.cache/dlcache/HASH)\n"
+		"    cache_size=SIZE        most bytes the cache holds (default: 10G)\n"
+		"    cache_max_file=SIZE    larger files are never cached (default: 64M)\n"
+		"    policy=NAME            freeze, lru or none (default: freeze)\n"
+		"    snapshot=FILE          metadata snapshot (default: CACHE_DIR/snapshot.db)\n"
+		"    refresh                crawl the source again and rewrite the snapshot\n"
+		"                           (default: off)\n"
+		"    crawl_threads=N        threads crawling the source, 1-%d (default: %d)\n"
+		"    threads=N              most FUSE worker threads, 1-%d (default: %d)\n"
+		"    log_level=LEVEL        error, warning, info or debug (default: info)\n"
+		"    fsname=NAME            name shown by mount(8) and df(1) (default: SOURCE)\n"
+		"    allow_other            let other users read the mount (default: off)\n"
+		"\n"
+		"for benchmarks and tests:\n"
+		"    source_delay=DURATION  delay added to every source call (default: 0)\n"
+		"    source_bw=SIZE         limit source reads to SIZE bytes per second\n"
+		"                           (default: 0, unlimited)\n"
+		"    source_fail_every=N    fail every Nth source read with EIO\n"
+		"                           (default: 0, never)\n"
+		"\n"
+		"kernel mount flags, passed to the mount: nosuid, suid, nodev, dev, noexec,\n"
+		"exec, noatime, atime, sync, async, dirsync, ro.  The dataset is always\n"
+		"read-only (changes fail with EROFS); rw is accepted and adds nothing;\n"
+		"ro also makes .control unwritable.  relatime, strictatime, diratime,\n"
+		"nodiratime, norelatime and nostrictatime are accepted and change nothing.\n"
+		"Options for mount(8) and fstab only (_netdev, nofail, noauto, auto, user,\n"
+		"users, nouser, owner, group, defaults, comment=..., x-*) are accepted and\n"
+		"ignored.\n"
+		"\n"
+		"SIZE is bytes with an optional K, M, G or T suffix (binary multiples);\n"
+		"DURATION is a number with a unit ns, us, ms, s or m, e.g. 2ms.\n"
+		"See mount.dlcache(8).\n",
+		program, program,
+		MAX_CRAWL_THREADS, DLC_DEFAULT_CRAWL_THREADS,
+		MAX_THREADS, DLC_DEFAULT_THREADS);
+}

@@ -44,12 +44,16 @@ struct dlc_options {
 	bool show_version;          /* -V / --version */
 	enum dlc_log_level log_level;
 	struct dlc_backend_config backend;  /* source_delay, source_bw, source_fail_every */
-	char *kernel_opts;          /* comma list for the FUSE mount, e.g. "ro,nosuid,fsname=SOURCE" */
+	char *kernel_opts;          /* for the FUSE mount after -o, fuse_opt-escaped, e.g.
+				       "default_permissions,fsname=SOURCE,subtype=dlcache,nosuid" */
 };
 
 /*
  * Parses argv (argv[0] is the program name) into opts, which it first fills
  * with defaults.  Pure: touches no file.  Returns 0, or -EINVAL with *cause.
+ * With -h or -V nothing else is required and kernel_opts stays NULL.
+ * On failure opts holds nothing to free (dlc_options_free is still
+ * safe).  cause may be NULL; on success *cause is set to NULL.
  */
 int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **cause);
 
@@ -59,6 +63,11 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
  * and the snapshot are not inside the mountpoint, default cache_dir
  * (/var/cache/dlcache/HASH for root, ~/.cache/dlcache/HASH otherwise, HASH
  * from the source) and snapshot.  0, or -errno with *cause.
+ * Also refused: a mountpoint that is the source or holds it, a cache_dir
+ * inside the source, a snapshot= that does not exist without refresh.
+ * source, mountpoint, cache_dir and snapshot come out canonical (realpath;
+ * a cache_dir or snapshot that does not exist yet through its deepest
+ * existing ancestor); a source not starting with '/' is left as written.
  */
 int dlc_options_validate(struct dlc_options *opts, char **cause);
 
@@ -68,10 +77,13 @@ void dlc_options_free(struct dlc_options *opts);
 void dlc_options_usage(const char *program, FILE *out);
 
 /* "200G", "1.5T", "4096", "512k": bytes, binary multiples (K, M, G, T; an
- * optional trailing B or iB); 0 or -EINVAL (-ERANGE on overflow). */
+ * optional trailing B or iB); a fraction needs a suffix and is rounded down
+ * to a byte.  0 or -EINVAL (-ERANGE on overflow). */
 int dlc_parse_size(const char *text, uint64_t *out);
 
-/* "2ms", "150us", "1s", "500ns": nanoseconds; 0 or -EINVAL. */
+/* "2ms", "150us", "1s", "500ns", "2m" (minutes), "1.5ms": nanoseconds, a
+ * fraction rounded down; a bare number only when it is 0.  0 or -EINVAL
+ * (-ERANGE on overflow). */
 int dlc_parse_duration(const char *text, uint64_t *out);
 
 #endif

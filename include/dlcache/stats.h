@@ -73,13 +73,16 @@ static inline uint64_t dlc_stats_get(struct dlc_stats *stats, enum dlc_stat whic
 	return atomic_load_explicit(&stats->counters[which], memory_order_relaxed);
 }
 
-/* The JSON name of a counter ("hits", "bytes_from_cache", ...). */
+/* The JSON name of a counter ("hits", "bytes_from_cache", ...); NULL outside the enum. */
 const char *dlc_stats_name(enum dlc_stat which);
 
-/* Remembers text (truncated) as the last error shown in .stats. */
+/* Remembers text (truncated to 255 bytes at a UTF-8 boundary; NULL clears it)
+ * as the last error shown in .stats. */
 void dlc_stats_set_error(struct dlc_stats *stats, const char *text);
 
-/* Renders the .stats document into a malloc'd, NUL-terminated *out; 0 or -ENOMEM. */
+/* Renders the .stats document into a malloc'd, NUL-terminated *out (its length
+ * in *len unless len is NULL); gauges may be NULL (all zero).  Strings are
+ * escaped: control bytes as \u00XX, invalid UTF-8 as \ufffd.  0 or -ENOMEM. */
 int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges *gauges,
 			  char **out, size_t *len);
 
@@ -87,11 +90,13 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 char *dlc_stats_totals_encode(struct dlc_stats *stats);
 
 /* Sets lifetime_base from text made by dlc_stats_totals_encode; unknown names
- * are ignored; 0 or -EINVAL on a malformed line. */
+ * and blank lines are ignored, counters not named become 0; 0, or -EINVAL on a
+ * malformed line (then lifetime_base is unchanged). */
 int dlc_stats_totals_decode(struct dlc_stats *stats, const char *text);
 
 /* Prints a .stats document for a person: aligned names, sizes in KiB/MiB/GiB,
- * the hit ratio; 0 or -EINVAL when json is not a .stats document. */
+ * the hit ratio; 0, -EINVAL when json is not a .stats document (no top-level
+ * "hits"; nothing is printed), or -EIO when writing to out failed. */
 int dlc_stats_print_human(const char *json, FILE *out);
 
 #endif

@@ -157,7 +157,7 @@ static const struct good_case good_cases[] = {
 	  "cache_dir=/c cache_size=214748364800 cache_max_file=1048576 policy=1 "
 	  "snapshot=/s.db refresh=1 crawl_threads=32 threads=64 log_level=3 "
 	  "delay_ns=2000000 bandwidth=1073741824 fail_every=7 allow_other=1 foreground=0 "
-	  "kernel_opts=ro,default_permissions,fsname=imagenet,subtype=dlcache,allow_other" },
+	  "kernel_opts=default_permissions,fsname=imagenet,subtype=dlcache,allow_other" },
 	/* several -o, the -oOPTS form, options before the arguments */
 	{ { "mount.dlcache", "-o", "policy=none", "-ocache_size=1T", "/src", "-o",
 	    "threads=1", "/mnt", NULL },
@@ -203,7 +203,7 @@ static const struct good_case good_cases[] = {
 	{ { "dlcache", "--version", NULL }, "version=1" },
 	/* fsname and a source with a comma are escaped for fuse_opt */
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "fsname=a\\,b", NULL },
-	  "kernel_opts=ro,default_permissions,fsname=a\\,b,subtype=dlcache" },
+	  "kernel_opts=default_permissions,fsname=a\\,b,subtype=dlcache" },
 	{ { "mount.dlcache", "/da,ta", "/mnt", NULL },
 	  "source=/da,ta kernel_opts=ro,default_permissions,fsname=/da\\,ta,subtype=dlcache" },
 	/* what mount(8) adds when it runs the helper; -s tolerates unknown options */

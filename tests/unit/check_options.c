@@ -205,7 +205,7 @@ static const struct good_case good_cases[] = {
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "fsname=a\\,b", NULL },
 	  "kernel_opts=default_permissions,fsname=a\\,b,subtype=dlcache" },
 	{ { "mount.dlcache", "/da,ta", "/mnt", NULL },
-	  "source=/da,ta kernel_opts=ro,default_permissions,fsname=/da\\,ta,subtype=dlcache" },
+	  "source=/da,ta kernel_opts=default_permissions,fsname=/da\\,ta,subtype=dlcache" },
 	/* what mount(8) adds when it runs the helper; -s tolerates unknown options */
 	{ { "/sbin/mount.dlcache", "/src", "/mnt", "-s", "-n", "-v", "-o",
 	    "rw,nosuid,some_future_option", NULL },
@@ -219,7 +219,7 @@ static const struct good_case good_cases[] = {
 	  "source=/src mountpoint=/mnt policy=1" },
 	/* a source that is not a path is left for its backend */
 	{ { "mount.dlcache", "host:/export/imagenet", "/mnt", NULL },
-	  "source=host:/export/imagenet kernel_opts=ro,default_permissions,"
+	  "source=host:/export/imagenet kernel_opts=default_permissions,"
 	  "fsname=host:/export/imagenet,subtype=dlcache" },
 	/* bounds */
 	{ { "mount.dlcache", "/src", "/mnt", "-o",

@@ -1,1 +1,570 @@
-/* placeholder: being written */
+/*
+ * fs.c - the FUSE low-level operations table.
+ *
+ * Inode numbers are the snapshot's (1 is the root); the virtual files at the
+ * root take the numbers just above the snapshot's last inode.  The snapshot
+ * never changes while mounted, so entries and attributes are given to the
+ * kernel with very long timeouts, missing names are cached as negative
+ * entries, directory listings are cached (cache_readdir), file pages are kept
+ * across opens (keep_cache), and FORGET needs no work.  Every mutation fails
+ * with EROFS.
+ *
+ * This is the only file that calls fuse_reply_*; the modules it calls return
+ * 0 or -errno and it replies fuse_reply_err(req, -rc).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlcache/fs.h"
+#include "dlcache/log.h"
+
+/* The dataset does not change while mounted: a year is as good as forever. */
+#define FOREVER (365.0 * 24 * 3600)
+
+enum virtual_file {
+	VIRTUAL_STATS = 1,
+	VIRTUAL_COUNT,
+};
+
+enum handle_kind {
+	HANDLE_BLOB,        /* a whole file, from the cache or one fetch */
+	HANDLE_DIRECT,      /* a large file read from the source by range */
+	HANDLE_TEXT,        /* a virtual file's contents, made at open */
+};
+
+struct handle {
+	enum handle_kind kind;
+	struct dlc_blob *blob;
+	struct dlc_backend_file *direct;
+	char *text;
+	size_t text_len;
+};
+
+struct fs {
+	struct dlc_fs_context *context;
+	uint64_t virtual_base;      /* the snapshot's count; virtual inode v is base + v */
+	struct timespec started;
+	uid_t owner;
+	gid_t owner_group;
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static enum virtual_file virtual_of(const struct fs *fs, fuse_ino_t ino)
+{
+	if (ino > fs->virtual_base && ino < fs->virtual_base + VIRTUAL_COUNT)
+		return (enum virtual_file)(ino - fs->virtual_base);
+	return 0;
+}
+
+static unsigned count_subdirs(const struct dlc_snapshot *snapshot, const struct dlc_node *node)
+{
+	unsigned subdirs = 0;
+
+	for (uint32_t i = 0; i < node->nchildren; i++)
+		if (S_ISDIR(dlc_snapshot_node(snapshot, node->first_child + i)->mode))
+			subdirs++;
+	return subdirs;
+}
+
+/* Fills st for ino; 0 or -ENOENT. */
+static int fill_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
+{
+	const struct dlc_snapshot *snapshot = fs->context->snapshot;
+	const struct dlc_node *node;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_blksize = 4096;
+	if (virtual_of(fs, ino)) {
+		st->st_mode = S_IFREG | 0444;
+		st->st_nlink = 1;
+		st->st_uid = fs->owner;
+		st->st_gid = fs->owner_group;
+		st->st_mtim = fs->started;
+		st->st_atim = fs->started;
+		st->st_ctim = fs->started;
+		return 0;
+	}
+	node = dlc_snapshot_node(snapshot, ino);
+	if (!node)
+		return -ENOENT;
+	st->st_mode = node->mode & ~(mode_t)0222;
+	st->st_uid = node->uid;
+	st->st_gid = node->gid;
+	st->st_size = (off_t)node->size;
+	st->st_blocks = (blkcnt_t)((node->size + 511) / 512);
+	st->st_mtim.tv_sec = node->mtime_sec;
+	st->st_mtim.tv_nsec = node->mtime_nsec;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+	st->st_nlink = S_ISDIR(node->mode) ? 2 + count_subdirs(snapshot, node) : 1;
+	return 0;
+}
+
+static void fill_entry(struct fs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->attr_timeout = FOREVER;
+	e->entry_timeout = FOREVER;
+	fill_attr(fs, ino, &e->attr);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fs *fs = userdata;
+
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	if (fs->context->max_background)
+		conn->max_background = fs->context->max_background;
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	uint64_t ino = 0;
+
+	if (parent == FUSE_ROOT_ID && strcmp(name, DLC_FS_STATS_NAME) == 0)
+		ino = fs->virtual_base + VIRTUAL_STATS;
+	else if (!virtual_of(fs, parent))
+		ino = dlc_snapshot_lookup(fs->context->snapshot, parent, name);
+	if (ino) {
+		fill_entry(fs, ino, &e);
+	} else {
+		/* A negative entry: the kernel remembers the name is absent. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = FOREVER;
+	}
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = fill_attr(fs_of(req), ino, &st);
+
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, FOREVER);
+}
+
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	const char *target = dlc_snapshot_link_target(fs_of(req)->context->snapshot, ino);
+
+	if (target)
+		fuse_reply_readlink(req, target);
+	else
+		fuse_reply_err(req, EINVAL);
+}
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	const struct dlc_node *node = dlc_snapshot_node(fs_of(req)->context->snapshot, ino);
+
+	if (!node || virtual_of(fs_of(req), ino)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (!S_ISDIR(node->mode)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+/*
+ * Offsets: 1 follows ".", 2 follows "..", 3 + i follows child i.  The
+ * listing never changes, so an offset is always valid.
+ */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, bool plus)
+{
+	struct fs *fs = fs_of(req);
+	const struct dlc_snapshot *snapshot = fs->context->snapshot;
+	const struct dlc_node *dir = dlc_snapshot_node(snapshot, ino);
+	char *buf;
+	size_t used = 0;
+
+	if (!dir || !S_ISDIR(dir->mode)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t off = offset; off < 2 + (off_t)dir->nchildren; off++) {
+		fuse_ino_t child;
+		const char *name;
+		struct fuse_entry_param e;
+		size_t n;
+
+		if (off == 0) {
+			child = ino;
+			name = ".";
+		} else if (off == 1) {
+			child = dir->parent;
+			name = "..";
+		} else {
+			child = dir->first_child + (fuse_ino_t)(off - 2);
+			name = dlc_snapshot_name(snapshot, child);
+		}
+		if (plus) {
+			fill_entry(fs, child, &e);
+			if (off < 2) {
+				/* No lookup count for "." and "..": the kernel ignores them. */
+				e.ino = 0;
+				e.attr.st_ino = child;
+			}
+			n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, off + 1);
+		} else {
+			struct stat st = { .st_ino = child };
+
+			st.st_mode = dlc_snapshot_node(snapshot, child)->mode & S_IFMT;
+			n = fuse_add_direntry(req, buf + used, size - used, name, &st, off + 1);
+		}
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, offset, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, offset, true);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
+{
+	struct dlc_fs_context *c = fs->context;
+	struct dlc_cache_gauges cache;
+	struct timespec now;
+
+	memset(g, 0, sizeof(*g));
+	clock_gettime(CLOCK_REALTIME, &now);
+	dlc_cache_gauges(c->cache, &cache);
+	g->source = c->source;
+	g->policy = c->policy;
+	g->uptime_seconds = (double)(now.tv_sec - fs->started.tv_sec) +
+			    (double)(now.tv_nsec - fs->started.tv_nsec) / 1e9;
+	g->cache_bytes = cache.bytes;
+	g->cache_entries = cache.entries;
+	g->cache_capacity = cache.capacity;
+	g->admission_enabled = cache.admission;
+	g->snapshot_entries = dlc_snapshot_count(c->snapshot);
+	g->snapshot_bytes = dlc_snapshot_total_bytes(c->snapshot);
+	g->index_memory = dlc_snapshot_memory(c->snapshot);
+	for (int op = 0; op < DLC_BACKEND_OP_COUNT; op++)
+		g->backend_calls[op] = atomic_load(&c->backend->calls[op]);
+	g->backend_errors = atomic_load(&c->backend->errors);
+}
+
+static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
+{
+	struct dlc_stats_gauges gauges;
+
+	switch (which) {
+	case VIRTUAL_STATS:
+		gather_gauges(fs, &gauges);
+		h->kind = HANDLE_TEXT;
+		return dlc_stats_render_json(fs->context->stats, &gauges, &h->text, &h->text_len);
+	default:
+		return -ENOENT;
+	}
+}
+
+static int open_file(struct fs *fs, fuse_ino_t ino, struct handle *h)
+{
+	struct dlc_fs_context *c = fs->context;
+	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
+
+	if (!node)
+		return -ENOENT;
+	if (S_ISDIR(node->mode))
+		return -EISDIR;
+	if (!S_ISREG(node->mode))
+		return -ELOOP;
+	if (node->size > c->cache_max_file) {
+		h->kind = HANDLE_DIRECT;
+		return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
+	}
+	h->kind = HANDLE_BLOB;
+	return dlc_fetch_get(c->fetch, (uint32_t)ino, &h->blob);
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	enum virtual_file which = virtual_of(fs, ino);
+	struct handle *h;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = which ? open_virtual(fs, which, h) : open_file(fs, ino, h);
+	if (rc < 0) {
+		free(h);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (which) {
+		fi->direct_io = 1;
+	} else {
+		fi->keep_cache = 1;
+		fi->noflush = 1;
+	}
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted: nobody will release this handle. */
+		dlc_blob_put(h->blob);
+		if (h->direct)
+			dlc_fetch_close_direct(fs->context->fetch, h->direct);
+		free(h->text);
+		free(h);
+	}
+}
+
+static void reply_slice(fuse_req_t req, const void *data, uint64_t len, size_t size, off_t off)
+{
+	if ((uint64_t)off >= len)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, (const char *)data + off,
+			       len - (uint64_t)off < size ? (size_t)(len - (uint64_t)off) : size);
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	char *buf;
+	ssize_t n;
+
+	switch (h->kind) {
+	case HANDLE_BLOB:
+		reply_slice(req, h->blob->data, h->blob->size, size, off);
+		return;
+	case HANDLE_TEXT:
+		reply_slice(req, h->text, h->text_len, size, off);
+		return;
+	case HANDLE_DIRECT:
+		buf = malloc(size);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		n = dlc_fetch_read_direct(fs_of(req)->context->fetch, h->direct, buf, size, (uint64_t)off);
+		if (n < 0)
+			fuse_reply_err(req, (int)-n);
+		else
+			fuse_reply_buf(req, buf, (size_t)n);
+		free(buf);
+		return;
+	}
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+
+	dlc_blob_put(h->blob);
+	if (h->direct)
+		dlc_fetch_close_direct(fs_of(req)->context->fetch, h->direct);
+	free(h->text);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	const struct dlc_snapshot *snapshot = fs_of(req)->context->snapshot;
+	struct statvfs st = {
+		.f_bsize = 4096,
+		.f_frsize = 4096,
+		.f_blocks = (dlc_snapshot_total_bytes(snapshot) + 4095) / 4096,
+		.f_files = dlc_snapshot_count(snapshot),
+		.f_namemax = 255,
+		.f_flag = ST_RDONLY,
+	};
+
+	fuse_reply_statfs(req, &st);
+}
+
+/* Every mutation: the dataset is read-only. */
+static void refuse(fuse_req_t req)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	refuse(req);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	refuse(req);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	refuse(req);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	refuse(req);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	refuse(req);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	refuse(req);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	refuse(req);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	refuse(req);
+}
+
+static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	refuse(req);
+}
+
+static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	refuse(req);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	refuse(req);
+}
+
+static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi)
+{
+	refuse(req);
+}
+
+static void fs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	refuse(req);
+}
+
+static void fs_destroy(void *userdata)
+{
+	free(userdata);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = fs_init,
+	.destroy = fs_destroy,
+	.lookup = fs_lookup,
+	.getattr = fs_getattr,
+	.readlink = fs_readlink,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.open = fs_open,
+	.read = fs_read,
+	.release = fs_release,
+	.statfs = fs_statfs,
+	.setattr = fs_setattr,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_unlink,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.write = fs_write,
+	.setxattr = fs_setxattr,
+	.removexattr = fs_removexattr,
+	.create = fs_create,
+	.fallocate = fs_fallocate,
+	.copy_file_range = fs_copy_file_range,
+};
+
+struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context)
+{
+	struct fuse_session *session;
+	struct fs *fs = calloc(1, sizeof(*fs));
+
+	if (!fs)
+		return NULL;
+	fs->context = context;
+	fs->virtual_base = dlc_snapshot_count(context->snapshot);
+	fs->owner = getuid();
+	fs->owner_group = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->started);
+	session = fuse_session_new(args, &ops, sizeof(ops), fs);
+	if (!session)
+		free(fs);
+	return session;
+}

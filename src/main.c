@@ -1,1 +1,410 @@
-int main(void){return 0;}
+/*
+ * main.c - the dlcache command: argv, subcommands, and the order in which a
+ * mount is set up and torn down.  No logic of its own lives here.
+ *
+ *   mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]   (also mount.fuse.dlcache)
+ *   dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]
+ *   dlcache snapshot SOURCE -o FILE [--threads N]
+ *   dlcache stat MOUNT [--json]
+ *
+ * A background mount forks first, before any thread or SQLite connection
+ * exists; the child sets everything up, mounts, and only then tells the
+ * waiting parent, which exits 0 (mounted) or 1 (the child printed why).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dlcache/backend.h"
+#include "dlcache/cache.h"
+#include "dlcache/fetch.h"
+#include "dlcache/fs.h"
+#include "dlcache/log.h"
+#include "dlcache/options.h"
+#include "dlcache/snapshot.h"
+#include "dlcache/stats.h"
+#include "dlcache/store.h"
+
+#define STATS_TOTALS_KEY "stats_totals"
+
+static void print_cause(const char *what, char *cause, int rc)
+{
+	if (cause)
+		fprintf(stderr, "dlcache: %s\n", cause);
+	else
+		fprintf(stderr, "dlcache: %s: %s\n", what, strerror(-rc));
+	free(cause);
+}
+
+/*
+ * Forks; the parent waits for the child's word on a pipe and exits with it.
+ * Returns the write end of the pipe in the child.
+ */
+static int background(void)
+{
+	int fds[2];
+	pid_t pid;
+	char status = 1;
+
+	if (pipe(fds) < 0) {
+		perror("dlcache: pipe");
+		exit(1);
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("dlcache: fork");
+		exit(1);
+	}
+	if (pid > 0) {
+		close(fds[1]);
+		if (read(fds[0], &status, 1) != 1) {
+			/* The child died before it could say: reap it for its status. */
+			int wstatus;
+
+			waitpid(pid, &wstatus, 0);
+			status = 1;
+		}
+		exit(status ? 1 : 0);
+	}
+	close(fds[0]);
+	setsid();
+	return fds[1];
+}
+
+/* Detaches from the terminal and tells the parent the mount is ready. */
+static void detach(int ready_fd, enum dlc_log_level level)
+{
+	char ok = 0;
+	int null = open("/dev/null", O_RDWR);
+
+	if (chdir("/") < 0)
+		dlc_log(DLC_LOG_WARNING, "chdir /: %s", strerror(errno));
+	dlc_log_init(level, true);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	(void)!write(ready_fd, &ok, 1);
+	close(ready_fd);
+}
+
+static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend,
+			   struct dlc_snapshot **snapshot, char **cause)
+{
+	struct dlc_snapshot_build_options build = {
+		.threads = opts->crawl_threads,
+		.progress = isatty(STDERR_FILENO),
+	};
+	uint64_t entries;
+	int rc;
+
+	if (opts->refresh || access(opts->snapshot, F_OK) < 0) {
+		dlc_log(DLC_LOG_INFO, "building the snapshot of %s in %s", opts->source, opts->snapshot);
+		rc = dlc_snapshot_build(backend, opts->snapshot, &build, &entries, cause);
+		if (rc < 0)
+			return rc;
+		dlc_log(DLC_LOG_INFO, "snapshot has %llu entries", (unsigned long long)entries);
+	}
+	rc = dlc_snapshot_load(opts->snapshot, snapshot, cause);
+	if (rc < 0)
+		return rc;
+	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0)
+		dlc_log(DLC_LOG_WARNING, "snapshot %s was built from %s, mounted from %s",
+			opts->snapshot, dlc_snapshot_source(*snapshot), opts->source);
+	/* From here on, the stats count what the mount itself asks of the source. */
+	for (int op = 0; op < DLC_BACKEND_OP_COUNT; op++)
+		atomic_store(&backend->calls[op], 0);
+	atomic_store(&backend->errors, 0);
+	return 0;
+}
+
+static struct fuse_session *new_session(struct dlc_options *opts, struct dlc_fs_context *context)
+{
+	char program[] = "dlcache", dash_o[] = "-o", dash_d[] = "-d";
+	char *argv[] = { program, dash_o, opts->kernel_opts, dash_d, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);
+
+	return dlc_fs_session_new(&args, context);
+}
+
+static int serve(struct dlc_options *opts, struct fuse_session *session, int ready_fd)
+{
+	struct fuse_loop_config *loop;
+	int rc;
+
+	if (fuse_set_signal_handlers(session) < 0)
+		return -EIO;
+	if (fuse_session_mount(session, opts->mountpoint) < 0) {
+		fuse_remove_signal_handlers(session);
+		fprintf(stderr, "dlcache: cannot mount on %s; see the message above.\n", opts->mountpoint);
+		return -EIO;
+	}
+	dlc_log(DLC_LOG_INFO, "mounted %s on %s", opts->source, opts->mountpoint);
+	if (ready_fd >= 0)
+		detach(ready_fd, opts->log_level);
+
+	loop = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_clone_fd(loop, 1);
+	fuse_loop_cfg_set_max_threads(loop, opts->threads);
+	rc = fuse_session_loop_mt(session, loop);
+	fuse_loop_cfg_destroy(loop);
+
+	fuse_session_unmount(session);
+	fuse_remove_signal_handlers(session);
+	dlc_log(DLC_LOG_INFO, "unmounted %s", opts->mountpoint);
+	return rc < 0 ? rc : 0;
+}
+
+static void save_totals(struct dlc_store *store, struct dlc_stats *stats)
+{
+	char *totals = dlc_stats_totals_encode(stats);
+
+	if (totals)
+		dlc_store_meta_set(store, STATS_TOTALS_KEY, totals);
+	free(totals);
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct dlc_options opts;
+	struct dlc_stats stats;
+	struct dlc_backend *backend = NULL;
+	struct dlc_snapshot *snapshot = NULL;
+	struct dlc_store *store = NULL;
+	struct dlc_cache *cache = NULL;
+	struct dlc_fetch *fetch = NULL;
+	struct fuse_session *session = NULL;
+	struct dlc_fs_context context;
+	char *cause = NULL, *totals = NULL;
+	int ready_fd = -1;
+	int rc;
+
+	rc = dlc_options_parse(argc, argv, &opts, &cause);
+	if (rc == 0 && (opts.show_help || opts.show_version)) {
+		if (opts.show_help)
+			dlc_options_usage(argv[0], stdout);
+		else
+			printf("dlcache %s (libfuse %s)\n", DLC_VERSION, fuse_pkgversion());
+		dlc_options_free(&opts);
+		return 0;
+	}
+	if (rc == 0)
+		rc = dlc_options_validate(&opts, &cause);
+	if (rc < 0) {
+		print_cause("bad options", cause, rc);
+		dlc_options_free(&opts);
+		return 1;
+	}
+	/* A background mount, like mount(8), says nothing on the terminal unless
+	 * something is wrong; its info lines go to syslog once it is detached. */
+	dlc_log_init(opts.foreground || opts.log_level < DLC_LOG_WARNING ? opts.log_level
+									  : DLC_LOG_WARNING, false);
+	if (!opts.foreground)
+		ready_fd = background();
+
+	dlc_stats_init(&stats);
+	rc = dlc_backend_create(opts.source, &opts.backend, &backend, &cause);
+	if (rc < 0)
+		goto out;
+	rc = dlc_store_open(opts.cache_dir, &store, &cause);
+	if (rc < 0)
+		goto out;
+	rc = ensure_snapshot(&opts, backend, &snapshot, &cause);
+	if (rc < 0)
+		goto out;
+	if (dlc_store_meta_get(store, STATS_TOTALS_KEY, &totals) == 0)
+		dlc_stats_totals_decode(&stats, totals);
+	free(totals);
+	rc = dlc_cache_open(store, snapshot, opts.policy, opts.cache_size, &stats, &cache, &cause);
+	if (rc < 0)
+		goto out;
+	fetch = dlc_fetch_create(backend, snapshot, cache, &stats);
+	if (!fetch) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	context = (struct dlc_fs_context) {
+		.snapshot = snapshot,
+		.backend = backend,
+		.cache = cache,
+		.fetch = fetch,
+		.stats = &stats,
+		.source = opts.source,
+		.policy = dlc_policy_name(opts.policy),
+		.cache_max_file = opts.cache_max_file,
+		.max_background = 64,
+	};
+	session = new_session(&opts, &context);
+	if (!session) {
+		rc = -EINVAL;
+		cause = strdup("cannot start the FUSE session; see the message above.");
+		goto out;
+	}
+	rc = serve(&opts, session, ready_fd);
+	ready_fd = -1;
+out:
+	if (rc < 0)
+		print_cause("cannot mount", cause, rc);
+	if (session)
+		fuse_session_destroy(session);
+	dlc_fetch_free(fetch);
+	dlc_cache_close(cache);
+	if (store) {
+		save_totals(store, &stats);
+		dlc_store_close(store);
+	}
+	dlc_snapshot_free(snapshot);
+	dlc_backend_destroy(backend);
+	dlc_stats_destroy(&stats);
+	dlc_options_free(&opts);
+	return rc < 0 ? 1 : 0;
+}
+
+static void snapshot_usage(FILE *out)
+{
+	fprintf(out, "usage: dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		     "Crawls SOURCE in parallel and writes its metadata snapshot to FILE;\n"
+		     "mount with -o snapshot=FILE to use it.\n");
+}
+
+static int cmd_snapshot(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct dlc_snapshot_build_options build = {
+		.threads = DLC_DEFAULT_CRAWL_THREADS,
+		.progress = isatty(STDERR_FILENO),
+	};
+	struct dlc_backend_config config = { 0 };
+	struct dlc_backend *backend = NULL;
+	const char *output = NULL;
+	char *cause = NULL, *end;
+	uint64_t entries = 0;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "o:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			output = optarg;
+			break;
+		case 't':
+			errno = 0;
+			build.threads = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || build.threads < 1 || build.threads > 256) {
+				fprintf(stderr, "dlcache: --threads '%s' is not a number from 1 to 256; pick one such as 16.\n", optarg);
+				return 1;
+			}
+			break;
+		case 'h':
+			snapshot_usage(stdout);
+			return 0;
+		default:
+			snapshot_usage(stderr);
+			return 1;
+		}
+	}
+	if (optind + 1 != argc || !output) {
+		fprintf(stderr, "dlcache: snapshot needs one SOURCE and -o FILE; usage: dlcache snapshot SOURCE -o FILE.\n");
+		return 1;
+	}
+	rc = dlc_backend_create(argv[optind], &config, &backend, &cause);
+	if (rc == 0)
+		rc = dlc_snapshot_build(backend, output, &build, &entries, &cause);
+	if (rc < 0) {
+		print_cause("cannot build the snapshot", cause, rc);
+		dlc_backend_destroy(backend);
+		return 1;
+	}
+	printf("%s: %llu entries from %s\n", output, (unsigned long long)entries, argv[optind]);
+	dlc_backend_destroy(backend);
+	return 0;
+}
+
+static int cmd_stat(int argc, char **argv)
+{
+	bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
+	char path[4096];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc;
+
+	if (argc != 2 && !json) {
+		fprintf(stderr, "dlcache: stat needs one mountpoint; usage: dlcache stat MOUNT [--json].\n");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/%s", argv[1], DLC_FS_STATS_NAME);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "dlcache: cannot read %s: %s; is a dlcache file system mounted on %s?\n",
+			path, strerror(errno), argv[1]);
+		return 1;
+	}
+	rc = (int)getdelim(&text, &len, '\0', f);
+	fclose(f);
+	if (rc <= 0) {
+		fprintf(stderr, "dlcache: %s is empty; is a dlcache file system mounted on %s?\n", path, argv[1]);
+		free(text);
+		return 1;
+	}
+	if (json)
+		fputs(text, stdout);
+	else if (dlc_stats_print_human(text, stdout) < 0)
+		fprintf(stderr, "dlcache: %s is not a dlcache stats file; is dlcache mounted on %s?\n", path, argv[1]);
+	free(text);
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
+		"       dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		"       dlcache stat MOUNT [--json]\n"
+		"       dlcache --version | --help\n"
+		"mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] is the same as dlcache mount;\n"
+		"see dlcache(1) and mount.dlcache(8).\n");
+}
+
+int main(int argc, char **argv)
+{
+	char *name = basename(argv[0]);
+
+	if (strncmp(name, "mount.", 6) == 0)
+		return cmd_mount(argc, argv);
+	if (argc < 2) {
+		usage(stderr);
+		return 1;
+	}
+	if (strcmp(argv[1], "mount") == 0)
+		return cmd_mount(argc - 1, argv + 1);
+	if (strcmp(argv[1], "snapshot") == 0)
+		return cmd_snapshot(argc - 1, argv + 1);
+	if (strcmp(argv[1], "stat") == 0)
+		return cmd_stat(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+		printf("dlcache %s (libfuse %s)\n", DLC_VERSION, fuse_pkgversion());
+		return 0;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot or stat (see dlcache --help).\n", argv[1]);
+	return 1;
+}

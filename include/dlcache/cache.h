@@ -1,0 +1,64 @@
+/*
+ * cache.h - what is cached, and the bytes of it: the store's files, the
+ * policy's choices and the xxh3 of each cached inode, kept consistent under
+ * one lock.
+ *
+ * An inode's cache entry goes through three states: absent; admitted (the
+ * policy charges its bytes, its file is being written: readers treat it as a
+ * miss); ready (file written, hash known: readers are served).  Evictions
+ * chosen by the policy are carried out (file deleted) before the admitted
+ * entry's file is written, so the cache files never hold more than the
+ * capacity.
+ */
+#ifndef DLCACHE_CACHE_H
+#define DLCACHE_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dlcache/policy.h"
+#include "dlcache/snapshot.h"
+#include "dlcache/stats.h"
+#include "dlcache/store.h"
+
+struct dlc_cache; /* opaque */
+
+struct dlc_cache_gauges {
+	uint64_t bytes;         /* charged to the capacity, in-flight inserts included */
+	uint64_t entries;
+	uint64_t capacity;
+	bool admission;         /* false once the cache disk was found full */
+};
+
+/*
+ * Builds the cache over store for the inodes of snapshot, restoring the
+ * persisted entries whose path, size and mtime still match the snapshot (the
+ * others are dropped).  0, or -errno with *cause.
+ */
+int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
+		   enum dlc_policy_kind kind, uint64_t capacity, struct dlc_stats *stats,
+		   struct dlc_cache **out, char **cause);
+void dlc_cache_close(struct dlc_cache *cache);
+
+/*
+ * Copies the cached bytes of regular file ino (size bytes, its snapshot
+ * size) into buf.  0 on a hit; -ENOENT when ino is not (yet) cached; a
+ * cached copy that is missing or fails its check is dropped, counted as
+ * corrupt, and reported as -ENOENT.  Counts nothing else.
+ */
+int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size);
+
+/* Tells the policy that ino was served from the cache (lru recency). */
+void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
+
+/*
+ * Offers the bytes of ino just read from the source.  Returns true when they
+ * were admitted and written, false when bypassed (policy said no, admission
+ * is off, or the write failed; a full disk turns admission off for the rest
+ * of the mount).  Counts admissions, evictions and bypasses.
+ */
+bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
+
+void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out);
+
+#endif

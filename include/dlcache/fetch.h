@@ -1,0 +1,52 @@
+/*
+ * fetch.h - the bytes of a sample: from the cache when it holds a good copy,
+ * otherwise from the source, once however many readers want it at the same
+ * time (single flight), then offered to the cache.
+ *
+ * Samples are small, so a miss reads the whole file.  Files larger than the
+ * mount's cache_max_file are never cached: they are read from the source in
+ * the ranges asked for (the "direct" calls below).
+ */
+#ifndef DLCACHE_FETCH_H
+#define DLCACHE_FETCH_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dlcache/backend.h"
+#include "dlcache/cache.h"
+#include "dlcache/snapshot.h"
+#include "dlcache/stats.h"
+
+/* A file's whole contents, shared by reference. */
+struct dlc_blob {
+	_Atomic unsigned refs;
+	uint64_t size;
+	unsigned char data[];
+};
+
+void dlc_blob_put(struct dlc_blob *blob);
+
+struct dlc_fetch; /* opaque */
+
+/* NULL on ENOMEM.  The arguments must outlive the fetcher. */
+struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
+				   struct dlc_cache *cache, struct dlc_stats *stats);
+void dlc_fetch_free(struct dlc_fetch *fetch);
+
+/*
+ * Returns in *out (one reference, release with dlc_blob_put) the contents of
+ * regular file ino.  Counts a hit or a miss.  -EIO when the source fails or
+ * the file's size differs from the snapshot's (it changed: remount with
+ * -o refresh); -ENOMEM.
+ */
+int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
+
+/* Range reads from the source for files too large to cache (counted as bypasses). */
+int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out);
+ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file, void *buf,
+			      size_t len, uint64_t off);
+void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * fs.h - the FUSE low-level file system: the only code that replies to the
+ * kernel.  It serves the namespace from the snapshot, file bytes through
+ * fetch.c, and the virtual files at the mount root (.stats).
+ */
+#ifndef DLCACHE_FS_H
+#define DLCACHE_FS_H
+
+#include <fuse_lowlevel.h>
+#include <stdint.h>
+
+#include "dlcache/backend.h"
+#include "dlcache/cache.h"
+#include "dlcache/fetch.h"
+#include "dlcache/snapshot.h"
+#include "dlcache/stats.h"
+
+/* What the file system serves from; all of it outlives the session. */
+struct dlc_fs_context {
+	const struct dlc_snapshot *snapshot;
+	struct dlc_backend *backend;
+	struct dlc_cache *cache;
+	struct dlc_fetch *fetch;
+	struct dlc_stats *stats;
+	const char *source;
+	const char *policy;
+	uint64_t cache_max_file;     /* larger files are read from the source directly */
+	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
+};
+
+/* Name of the statistics file at the mount root. */
+#define DLC_FS_STATS_NAME ".stats"
+
+/*
+ * Creates the FUSE session for context with the command-line args (kernel
+ * mount options, -d); NULL on failure (libfuse has printed why).  Does not
+ * mount.
+ */
+struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context);
+
+#endif

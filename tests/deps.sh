@@ -1,0 +1,21 @@
+# deps.sh - sourced by tests/run.sh and examples/demo.sh: installs the Debian
+# packages named in $DLC_PACKAGES that are missing (nothing when all are there).
+dlc_install_packages() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "Installing ${missing[*]} from Debian's packages..."
+	local sudo=
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null || { echo "dlcache: ${missing[*]} are missing and this is not root; install them or run as root." >&2; return 1; }
+		sudo=sudo
+	fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
+	libsqlite3-dev libxxhash-dev check)
+DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The cache is bounded: policies, capacity, a full cache disk.
+. "$(dirname "$0")/lib.sh"
+
+# 100 files of 16 KiB exactly: each is charged 16 KiB (4 KiB blocks).
+mkdir -p "$SRC/train/c"
+for i in $(seq -w 0 99); do head -c 16384 /dev/urandom >"$SRC/train/c/f$i"; done
+
+cache_files_bytes() {
+	find "$CACHE/data" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}'
+}
+
+test_freeze_fills_once_and_never_evicts() {
+	start_daemon "policy=freeze,cache_size=400K"
+	read_all_shuffled >/dev/null
+	expect_eq "entries" "$(stat_value cache.entries)" 25
+	expect_eq "cache bytes" "$(stat_value cache.bytes)" $((400 * 1024))
+	expect_eq "evictions" "$(stat_value evictions)" 0
+	expect_eq "bypasses" "$(stat_value bypasses)" 75
+	read_all_shuffled >/dev/null
+	expect_eq "hits in epoch 2" "$(stat_value hits)" 25
+	[ "$(cache_files_bytes)" -le $((400 * 1024)) ] || fail "cache files exceed cache_size"
+	expect_eq "cache file count" "$(find "$CACHE/data" -type f | wc -l)" 25
+}
+
+test_lru_evicts_and_stays_within_capacity() {
+	start_daemon "policy=lru,cache_size=400K"
+	read_all_shuffled >/dev/null
+	read_all_shuffled >/dev/null
+	expect_eq "entries" "$(stat_value cache.entries)" 25
+	local hits misses
+	hits=$(stat_value hits)
+	misses=$(stat_value misses)
+	expect_eq "hits + misses" $((hits + misses)) 200
+	expect_eq "evictions" "$(stat_value evictions)" $((misses - 25))
+	[ "$(cache_files_bytes)" -le $((400 * 1024)) ] || fail "cache files exceed cache_size"
+	expect_eq "cache file count" "$(find "$CACHE/data" -type f | wc -l)" 25
+	# A file just read is cached; re-reading it (page cache dropped) is a hit.
+	echo 3 >/proc/sys/vm/drop_caches
+	cat "$MNT/train/c/f07" >/dev/null
+	echo 3 >/proc/sys/vm/drop_caches
+	cat "$MNT/train/c/f07" >/dev/null
+	expect_eq "hits after re-reading a recent file" "$(stat_value hits)" $((hits + 1))
+}
+
+test_none_caches_nothing() {
+	start_daemon "policy=none"
+	read_all_shuffled >/dev/null
+	expect_eq "entries" "$(stat_value cache.entries)" 0
+	expect_eq "bypasses" "$(stat_value bypasses)" 100
+	expect_eq "cache files" "$(find "$CACHE/data" -type f | wc -l)" 0
+}
+
+test_a_full_cache_disk_turns_admission_off_and_reads_go_on() {
+	mkdir -p "$CACHE"
+	mount -t tmpfs -o size=512k tmpfs "$CACHE" || { echo "SKIP: cannot mount tmpfs"; return 0; }
+	EXTRA_MOUNTS+=("$CACHE")
+	ALLOWED_LOG='cache disk under .* is full|SQLite rolled back'
+	start_daemon "cache_size=100M"
+	expect_eq "files read with a full cache disk" "$(read_all_shuffled)" 100
+	expect_eq "admission" "$(stat_value cache.admission)" false
+	expect_eq "bytes from remote" "$(stat_value bytes_from_remote)" $((100 * 16384))
+	expect_eq "files read again" "$(read_all_shuffled)" 100
+	local entries
+	entries=$(stat_value cache.entries)
+	[ "$entries" -gt 0 ] && [ "$entries" -lt 100 ] || fail "entries with a full disk: $entries"
+	expect_eq "hits equal cached entries" "$(stat_value hits)" "$entries"
+	stop_daemon
+	ALLOWED_LOG='^$'
+	umount "$CACHE"
+}
+
+run_tests

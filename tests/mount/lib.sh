@@ -1,0 +1,152 @@
+# lib.sh - shared by the mount tests: a temporary dataset, a real dlcache
+# daemon in the foreground, and cleanup that unmounts even when a test fails.
+#
+# Each test script sources this file, defines test_* functions and ends with
+# run_tests.  $DLCACHE is the binary under test (meson sets it).
+
+set -euo pipefail
+
+: "${DLCACHE:?DLCACHE must name the dlcache binary}"
+[ -c /dev/fuse ] || { echo "SKIP: /dev/fuse is missing"; exit 77; }
+command -v fusermount3 >/dev/null || { echo "SKIP: fusermount3 is missing"; exit 77; }
+
+WORK=$(mktemp -d /tmp/dlcache-test.XXXXXX)
+SRC=$WORK/src
+MNT=$WORK/mnt
+CACHE=$WORK/cache
+LOG=$WORK/daemon.log
+DAEMON_PID=
+ALLOWED_LOG='^$'          # extended regex of daemon stderr lines a test expects
+mkdir -p "$SRC" "$MNT"
+
+cleanup() {
+	local rc=$?
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
+	fi
+	if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+		kill "$DAEMON_PID" 2>/dev/null || true
+		wait "$DAEMON_PID" 2>/dev/null || true
+	fi
+	for m in "${EXTRA_MOUNTS[@]:-}"; do
+		[ -n "$m" ] && mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null
+	done
+	rm -rf "$WORK"
+	exit $rc
+}
+EXTRA_MOUNTS=()
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	if [ -s "$LOG" ]; then
+		echo "--- daemon log ---" >&2
+		tail -n 20 "$LOG" >&2
+	fi
+	exit 1
+}
+
+# make_dataset DIR CLASSES FILES_PER_CLASS MEAN_SIZE: an ImageFolder-shaped tree
+# of random bytes, sizes spread around MEAN_SIZE; deterministic per DIR name.
+make_dataset() {
+	python3 - "$@" <<'PY'
+import os, random, sys
+root, classes, per, mean = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(root)
+for c in range(classes):
+    d = os.path.join(root, "train", "n%08d" % c)
+    os.makedirs(d, exist_ok=True)
+    for i in range(per):
+        size = max(1, int(rng.uniform(0.5, 1.5) * mean))
+        with open(os.path.join(d, "n%08d_%d.JPEG" % (c, i)), "wb") as f:
+            f.write(rng.randbytes(size))
+PY
+}
+
+# start_daemon [MOUNT OPTIONS]: mounts $SRC on $MNT in the foreground with a
+# cache in $CACHE and waits until the mount answers.
+start_daemon() {
+	local opts="cache_dir=$CACHE,log_level=warning${1:+,$1}"
+	"$DLCACHE" mount "$SRC" "$MNT" -f -o "$opts" 2>>"$LOG" &
+	DAEMON_PID=$!
+	wait_mounted
+}
+
+wait_mounted() {
+	for _ in $(seq 1 300); do
+		if mountpoint -q "$MNT" && [ -e "$MNT/.stats" ]; then
+			return 0
+		fi
+		if [ -n "$DAEMON_PID" ] && ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+			fail "the daemon exited before the mount was ready"
+		fi
+		sleep 0.1
+	done
+	fail "the mount did not become ready in 30 s"
+}
+
+# stop_daemon: unmounts, waits for the daemon, and fails on a non-zero exit or
+# on any stderr line the test did not allow.
+stop_daemon() {
+	local rc=0
+	fusermount3 -u "$MNT" || fail "fusermount3 -u failed"
+	if [ -n "$DAEMON_PID" ]; then
+		wait "$DAEMON_PID" || rc=$?
+		DAEMON_PID=
+	fi
+	[ "$rc" -eq 0 ] || fail "the daemon exited with status $rc"
+	check_log
+}
+
+check_log() {
+	local bad
+	bad=$(grep -Ev "$ALLOWED_LOG" "$LOG" || true)
+	[ -z "$bad" ] || fail "unexpected daemon output: $bad"
+	: >"$LOG"
+}
+
+# stat_value PATH.TO.KEY: one member of $MNT/.stats ("hits", "cache.entries").
+stat_value() {
+	python3 - "$MNT/.stats" "$1" <<'PY'
+import json, sys
+value = json.load(open(sys.argv[1]))
+for part in sys.argv[2].split("."):
+    value = value[part]
+print(str(value).lower() if isinstance(value, bool) else value)
+PY
+}
+
+expect_eq() {   # expect_eq WHAT ACTUAL EXPECTED
+	[ "$2" = "$3" ] || fail "$1: got '$2', expected '$3'"
+}
+
+# read_all_shuffled: reads every file under $MNT/train once in random order
+# and compares it with $SRC; prints the number of files.
+read_all_shuffled() {
+	python3 - "$SRC" "$MNT" <<'PY'
+import os, random, sys
+src, mnt = sys.argv[1], sys.argv[2]
+paths = []
+for d, _, files in os.walk(os.path.join(src, "train")):
+    paths += [os.path.relpath(os.path.join(d, f), src) for f in files]
+random.shuffle(paths)
+for p in paths:
+    with open(os.path.join(mnt, p), "rb") as a, open(os.path.join(src, p), "rb") as b:
+        if a.read() != b.read():
+            sys.exit("bytes differ: " + p)
+print(len(paths))
+PY
+}
+
+run_tests() {
+	local t
+	for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
+		echo "== $t"
+		"$t"
+		if mountpoint -q "$MNT"; then
+			stop_daemon
+		fi
+		rm -rf "$CACHE"
+		echo "ok $t"
+	done
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The cache outlives the mount: reuse after remount, corruption caught,
+# background mount, snapshots built ahead of time and refreshed.
+. "$(dirname "$0")/lib.sh"
+
+make_dataset "$SRC" 4 25 30000
+
+test_cache_is_reused_after_remount() {
+	start_daemon
+	read_all_shuffled >/dev/null
+	expect_eq "entries after first mount" "$(stat_value cache.entries)" 100
+	stop_daemon
+	start_daemon
+	expect_eq "entries after remount" "$(stat_value cache.entries)" 100
+	read_all_shuffled >/dev/null
+	expect_eq "hits after remount" "$(stat_value hits)" 100
+	expect_eq "misses after remount" "$(stat_value misses)" 0
+	expect_eq "remote opens after remount" "$(stat_value remote_ops.open)" 0
+	expect_eq "lifetime misses" "$(stat_value lifetime.misses)" 100
+	expect_eq "lifetime hits" "$(stat_value lifetime.hits)" 100
+}
+
+test_a_corrupted_cache_file_is_never_served() {
+	start_daemon
+	read_all_shuffled >/dev/null
+	stop_daemon
+	local victim
+	victim=$(find "$CACHE/data" -type f | sort | sed -n 1p)
+	[ -n "$victim" ] || fail "no cache file to corrupt"
+	printf 'CORRUPT' | dd of="$victim" bs=1 seek=100 conv=notrunc status=none
+	local gone
+	gone=$(find "$CACHE/data" -type f | sort | sed -n 2p)
+	rm -f "$gone"
+	ALLOWED_LOG='cached copy of .* dropped'
+	start_daemon
+	expect_eq "files read" "$(read_all_shuffled)" 100
+	expect_eq "corrupt entries counted" "$(stat_value corrupt)" 2
+	expect_eq "misses (the two dropped entries)" "$(stat_value misses)" 2
+	expect_eq "hits" "$(stat_value hits)" 98
+	stop_daemon
+	ALLOWED_LOG='^$'
+}
+
+test_background_mount_returns_when_ready_and_umount_flushes() {
+	"$DLCACHE" mount "$SRC" "$MNT" -o "cache_dir=$CACHE,log_level=warning" 2>>"$LOG" \
+		|| fail "background mount failed"
+	# No waiting: the mount must answer as soon as the command returns.
+	mountpoint -q "$MNT" || fail "not mounted when mount.dlcache returned"
+	[ -e "$MNT/.stats" ] || fail ".stats missing right after mount"
+	read_all_shuffled >/dev/null
+	umount "$MNT" || fail "umount failed"
+	# The daemon flushes its index, unlocks the cache and exits by itself.
+	for _ in $(seq 100); do
+		flock -n "$CACHE/lock" true && break
+		sleep 0.1
+	done
+	flock -n "$CACHE/lock" true || fail "the daemon still holds the cache 10 s after umount"
+	expect_eq "rows in the index after umount" \
+		"$(sqlite3 "$CACHE/index.db" 'SELECT count(*) FROM entries')" 100
+	expect_eq "clean flag" "$(sqlite3 "$CACHE/index.db" "SELECT value FROM meta WHERE key='clean'")" 1
+}
+
+test_snapshot_built_ahead_and_refresh() {
+	"$DLCACHE" snapshot "$SRC" -o "$WORK/snap.db" >/dev/null || fail "dlcache snapshot failed"
+	echo new >"$SRC/added.txt"
+	start_daemon "snapshot=$WORK/snap.db"
+	[ ! -e "$MNT/added.txt" ] || fail "a file added after the snapshot is visible without refresh"
+	expect_eq "remote metadata calls with a ready snapshot" "$(stat_value remote_ops.metadata)" 0
+	stop_daemon
+	start_daemon "snapshot=$WORK/snap.db,refresh"
+	expect_eq "added file after refresh" "$(cat "$MNT/added.txt")" new
+	stop_daemon
+	rm -f "$SRC/added.txt"
+}
+
+test_a_file_changed_behind_the_snapshot_fails_with_eio() {
+	start_daemon
+	local f=train/n00000002/n00000002_1.JPEG
+	cp -p "$SRC/$f" "$WORK/saved"
+	echo "grown" >>"$SRC/$f"
+	ALLOWED_LOG='changed size on the source'
+	if cat "$MNT/$f" >/dev/null 2>"$WORK/err"; then
+		fail "reading a file that changed size succeeded"
+	fi
+	grep -q 'Input/output error' "$WORK/err" || fail "expected EIO, got: $(cat "$WORK/err")"
+	expect_eq "remote errors" "$(stat_value remote_errors)" 1
+	cp -p "$WORK/saved" "$SRC/$f"
+	stop_daemon
+	ALLOWED_LOG='^$'
+}
+
+run_tests

@@ -19,22 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlcache/cause.h"
 #include "dlcache/backend.h"
-
-static void set_cause(char **cause, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void set_cause(char **cause, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!cause)
-		return;
-	va_start(ap, fmt);
-	if (vasprintf(cause, fmt, ap) < 0)
-		*cause = NULL;
-	va_end(ap);
-}
 
 static void count_call(struct dlc_backend *backend, enum dlc_backend_op op, long long rc)
 {
@@ -54,17 +40,17 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		*cause = NULL;
 	*out = NULL;
 	if (!source || !*source) {
-		set_cause(cause, "no source given; give the dataset's directory");
+		dlc_cause_set(cause, "no source given; give the dataset's directory");
 		return -EINVAL;
 	}
 	if (source[0] != '/' && (strchr(source, ':') || strncmp(source, "nfs://", 6) == 0)) {
-		set_cause(cause, "source '%s' is an NFS export, and NFS sources are not "
+		dlc_cause_set(cause, "source '%s' is an NFS export, and NFS sources are not "
 			  "supported yet; mount the export with the kernel NFS client "
 			  "and give that directory", source);
 		return -EPROTONOSUPPORT;
 	}
 	if (source[0] != '/') {
-		set_cause(cause, "source '%s' is not an absolute path; give the "
+		dlc_cause_set(cause, "source '%s' is not an absolute path; give the "
 			  "dataset's directory as /path", source);
 		return -EINVAL;
 	}
@@ -97,7 +83,7 @@ err_free_backend:
 	free(backend);
 err_oom:
 	if (rc == -ENOMEM && cause && !*cause)
-		set_cause(cause, "out of memory while opening source '%s'", source);
+		dlc_cause_set(cause, "out of memory while opening source '%s'", source);
 	return rc;
 }
 

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlcache/cause.h"
 #include "dlcache/backend.h"
 #include "dlcache/log.h"
 
@@ -65,21 +66,6 @@ static atomic_bool no_openat2;
 struct dlc_backend_file {
 	int fd;
 };
-
-static void set_cause(char **cause, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void set_cause(char **cause, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!cause)
-		return;
-	va_start(ap, fmt);
-	if (vasprintf(cause, fmt, ap) < 0)
-		*cause = NULL;
-	va_end(ap);
-}
 
 static void sleep_ns(uint64_t ns)
 {
@@ -472,19 +458,19 @@ static void root_cause(char **cause, const char *root, int err)
 {
 	switch (err) {
 	case ENOENT:
-		set_cause(cause, "source '%s' does not exist; give the dataset's directory", root);
+		dlc_cause_set(cause, "source '%s' does not exist; give the dataset's directory", root);
 		break;
 	case ENOTDIR:
-		set_cause(cause, "source '%s' is not a directory; give the dataset's directory",
+		dlc_cause_set(cause, "source '%s' is not a directory; give the dataset's directory",
 			  root);
 		break;
 	case EACCES:
 	case EPERM:
-		set_cause(cause, "source '%s' cannot be read (%s); give a directory this "
+		dlc_cause_set(cause, "source '%s' cannot be read (%s); give a directory this "
 			  "user may list, or mount as its owner", root, strerror(err));
 		break;
 	default:
-		set_cause(cause, "source '%s' cannot be opened (%s); give the dataset's "
+		dlc_cause_set(cause, "source '%s' cannot be opened (%s); give the dataset's "
 			  "directory", root, strerror(err));
 		break;
 	}

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "dlcache/cache.h"
+#include "dlcache/cause.h"
 #include "dlcache/log.h"
 
 struct dlc_cache {
@@ -93,6 +94,8 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	struct dlc_cache *cache;
 	int rc;
 
+	*cause = NULL;
+
 	cache = calloc(1, sizeof(*cache));
 	if (!cache)
 		goto err_nomem;
@@ -110,11 +113,10 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	state.cache = cache;
 	rc = dlc_store_load(store, restore_entry, &state);
 	if (rc < 0) {
-		if (asprintf(cause, "cannot read the cache index in %s: %s; remove that directory to start an empty cache.",
-			     dlc_store_dir(store), strerror(-rc)) < 0)
-			*cause = NULL;
-		dlc_cache_close(cache);
-		return rc;
+		/* What was restored is good (reads check every byte); the store
+		 * leaves the index marked unclean, so the next mount checks it. */
+		dlc_log(DLC_LOG_WARNING, "cannot read the whole cache index in %s (%s): going on with %llu entries",
+			dlc_store_dir(store), strerror(-rc), (unsigned long long)state.kept);
 	}
 	dlc_store_flush(store);
 	dlc_log(DLC_LOG_INFO, "%llu cached entries reused, %llu dropped (not in the snapshot, changed, or over capacity)",
@@ -125,7 +127,7 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 err_nomem:
 	if (cache)
 		dlc_cache_close(cache);
-	*cause = strdup("out of memory while setting up the cache; free memory or mount a smaller dataset.");
+	dlc_cause_set(cause, "out of memory while setting up the cache; free memory or mount a smaller dataset.");
 	return -ENOMEM;
 }
 

@@ -32,6 +32,7 @@
 #include <fuse_opt.h>
 #include <xxhash.h>
 
+#include "dlcache/cause.h"
 #include "dlcache/options.h"
 
 #define MAX_CRAWL_THREADS 256
@@ -147,41 +148,6 @@ struct parse_state {
 	bool sloppy;
 };
 
-/*
- * Formats a one-line cause.  Control characters in what the user wrote (a
- * newline inside a quoted option) become '?', so the cause stays one line.
- */
-static char *format_cause(const char *fmt, va_list ap)
-	__attribute__((format(printf, 1, 0)));
-
-static char *format_cause(const char *fmt, va_list ap)
-{
-	char *text;
-
-	if (vasprintf(&text, fmt, ap) < 0)
-		return NULL;
-	for (char *p = text; *p; p++) {
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	}
-	return text;
-}
-
-static void set_cause(char **cause, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void set_cause(char **cause, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!cause)
-		return;
-	va_start(ap, fmt);
-	free(*cause);
-	*cause = format_cause(fmt, ap);
-	va_end(ap);
-}
-
 /* Records the first failure of a parse; returns -1 for fuse_opt. */
 static int parse_fail(struct parse_state *state, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -193,7 +159,7 @@ static int parse_fail(struct parse_state *state, int rc, const char *fmt, ...)
 	if (state->rc == 0) {
 		state->rc = rc;
 		va_start(ap, fmt);
-		state->cause = format_cause(fmt, ap);
+		dlc_cause_vset(&state->cause, fmt, ap);
 		va_end(ap);
 	}
 	return -1;
@@ -813,16 +779,16 @@ static int validate_source(struct dlc_options *opts, char **cause)
 
 		free(real);
 		if (rc == -ENOENT)
-			set_cause(cause, "source '%s' does not exist; check the path, or mount the file system that holds the dataset first.",
+			dlc_cause_set(cause, "source '%s' does not exist; check the path, or mount the file system that holds the dataset first.",
 				  opts->source);
 		else
-			set_cause(cause, "source '%s' cannot be opened (%s); check the path and its permissions.",
+			dlc_cause_set(cause, "source '%s' cannot be opened (%s); check the path and its permissions.",
 				  opts->source, strerror(-rc));
 		return rc;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		free(real);
-		set_cause(cause, "source '%s' is not a directory; give the top directory of the dataset.",
+		dlc_cause_set(cause, "source '%s' is not a directory; give the top directory of the dataset.",
 			  opts->source);
 		return -ENOTDIR;
 	}
@@ -841,18 +807,18 @@ static int validate_mountpoint(struct dlc_options *opts, char **cause)
 
 		free(real);
 		if (rc == -ENOENT)
-			set_cause(cause, "mountpoint '%s' does not exist; create it with mkdir -p %s.",
+			dlc_cause_set(cause, "mountpoint '%s' does not exist; create it with mkdir -p %s.",
 				  opts->mountpoint, opts->mountpoint);
 		else if (rc == -ENOTDIR)
-			set_cause(cause, "mountpoint '%s' is not a directory; mount on a directory, e.g. one made with mkdir -p.",
+			dlc_cause_set(cause, "mountpoint '%s' is not a directory; mount on a directory, e.g. one made with mkdir -p.",
 				  opts->mountpoint);
 		else
-			set_cause(cause, "mountpoint '%s' cannot be used (%s); check the path and its permissions.",
+			dlc_cause_set(cause, "mountpoint '%s' cannot be used (%s); check the path and its permissions.",
 				  opts->mountpoint, strerror(-rc));
 		return rc;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		set_cause(cause, "mountpoint '%s' is not a directory; mount on a directory, e.g. one made with mkdir -p.",
+		dlc_cause_set(cause, "mountpoint '%s' is not a directory; mount on a directory, e.g. one made with mkdir -p.",
 			  opts->mountpoint);
 		free(real);
 		return -ENOTDIR;
@@ -863,12 +829,12 @@ static int validate_mountpoint(struct dlc_options *opts, char **cause)
 	if (opts->source[0] != '/')
 		return 0;
 	if (strcmp(opts->mountpoint, opts->source) == 0) {
-		set_cause(cause, "mountpoint '%s' is the source itself; mount the cached view on another directory, e.g. /mnt/data.",
+		dlc_cause_set(cause, "mountpoint '%s' is the source itself; mount the cached view on another directory, e.g. /mnt/data.",
 			  opts->mountpoint);
 		return -EINVAL;
 	}
 	if (path_is_within(opts->source, opts->mountpoint)) {
-		set_cause(cause, "source '%s' is inside the mountpoint '%s', which the mount would hide; choose a mountpoint outside the source's path.",
+		dlc_cause_set(cause, "source '%s' is inside the mountpoint '%s', which the mount would hide; choose a mountpoint outside the source's path.",
 			  opts->source, opts->mountpoint);
 		return -EINVAL;
 	}
@@ -890,12 +856,12 @@ static int default_cache_dir(const struct dlc_options *opts, char **out, char **
 	else if (home && home[0] == '/')
 		n = asprintf(out, "%s/.cache/dlcache/%016llx", home, hash);
 	else {
-		set_cause(cause, "no home directory to hold the default cache_dir; set HOME, or give -o cache_dir=DIR on a local disk.");
+		dlc_cause_set(cause, "no home directory to hold the default cache_dir; set HOME, or give -o cache_dir=DIR on a local disk.");
 		return -EINVAL;
 	}
 	if (n < 0) {
 		*out = NULL;
-		set_cause(cause, "out of memory while choosing the cache directory.");
+		dlc_cause_set(cause, "out of memory while choosing the cache directory.");
 		return -ENOMEM;
 	}
 	return 0;
@@ -914,12 +880,12 @@ static int validate_cache_dir(struct dlc_options *opts, char **cause)
 	}
 	rc = resolve_path(opts->cache_dir, &resolved);
 	if (rc < 0) {
-		set_cause(cause, "cache_dir '%s' cannot be used (%s); choose a directory on a local disk.",
+		dlc_cause_set(cause, "cache_dir '%s' cannot be used (%s); choose a directory on a local disk.",
 			  opts->cache_dir, strerror(-rc));
 		return rc;
 	}
 	if (stat(resolved, &st) == 0 && !S_ISDIR(st.st_mode)) {
-		set_cause(cause, "cache_dir '%s' is not a directory; choose a directory on a local disk, or a path that does not exist yet.",
+		dlc_cause_set(cause, "cache_dir '%s' is not a directory; choose a directory on a local disk, or a path that does not exist yet.",
 			  opts->cache_dir);
 		free(resolved);
 		return -ENOTDIR;
@@ -928,12 +894,12 @@ static int validate_cache_dir(struct dlc_options *opts, char **cause)
 	opts->cache_dir = resolved;
 
 	if (path_is_within(opts->cache_dir, opts->mountpoint)) {
-		set_cause(cause, "cache_dir '%s' is inside the mountpoint '%s'; put the cache on a local disk outside the mount.",
+		dlc_cause_set(cause, "cache_dir '%s' is inside the mountpoint '%s'; put the cache on a local disk outside the mount.",
 			  opts->cache_dir, opts->mountpoint);
 		return -EINVAL;
 	}
 	if (opts->source[0] == '/' && path_is_within(opts->cache_dir, opts->source)) {
-		set_cause(cause, "cache_dir '%s' is inside the source '%s', where it would appear in the dataset; put the cache on a local disk outside the source.",
+		dlc_cause_set(cause, "cache_dir '%s' is inside the source '%s', where it would appear in the dataset; put the cache on a local disk outside the source.",
 			  opts->cache_dir, opts->source);
 		return -EINVAL;
 	}
@@ -950,13 +916,13 @@ static int validate_snapshot(struct dlc_options *opts, char **cause)
 	if (!given) {
 		if (asprintf(&opts->snapshot, "%s/snapshot.db", opts->cache_dir) < 0) {
 			opts->snapshot = NULL;
-			set_cause(cause, "out of memory while choosing the snapshot file.");
+			dlc_cause_set(cause, "out of memory while choosing the snapshot file.");
 			return -ENOMEM;
 		}
 	}
 	rc = resolve_path(opts->snapshot, &resolved);
 	if (rc < 0) {
-		set_cause(cause, "snapshot '%s' cannot be used (%s); give a file path on a local disk.",
+		dlc_cause_set(cause, "snapshot '%s' cannot be used (%s); give a file path on a local disk.",
 			  opts->snapshot, strerror(-rc));
 		return rc;
 	}
@@ -964,26 +930,26 @@ static int validate_snapshot(struct dlc_options *opts, char **cause)
 	opts->snapshot = resolved;
 
 	if (path_is_within(opts->snapshot, opts->mountpoint)) {
-		set_cause(cause, "snapshot '%s' is inside the mountpoint '%s'; keep the snapshot on a local disk outside the mount.",
+		dlc_cause_set(cause, "snapshot '%s' is inside the mountpoint '%s'; keep the snapshot on a local disk outside the mount.",
 			  opts->snapshot, opts->mountpoint);
 		return -EINVAL;
 	}
 	if (stat(opts->snapshot, &st) < 0) {
 		rc = -errno;
 		if (rc != -ENOENT) {
-			set_cause(cause, "snapshot '%s' cannot be read (%s); check its permissions, or add -o refresh to build a new one.",
+			dlc_cause_set(cause, "snapshot '%s' cannot be read (%s); check its permissions, or add -o refresh to build a new one.",
 				  opts->snapshot, strerror(-rc));
 			return rc;
 		}
 		if (given && !opts->refresh) {
-			set_cause(cause, "snapshot '%s' does not exist; build it with dlcache snapshot %s -o %s, or add -o refresh.",
+			dlc_cause_set(cause, "snapshot '%s' does not exist; build it with dlcache snapshot %s -o %s, or add -o refresh.",
 				  opts->snapshot, opts->source, opts->snapshot);
 			return rc;
 		}
 		return 0;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		set_cause(cause, "snapshot '%s' is a directory; give the snapshot's file name, e.g. snapshot=%s/snapshot.db.",
+		dlc_cause_set(cause, "snapshot '%s' is a directory; give the snapshot's file name, e.g. snapshot=%s/snapshot.db.",
 			  opts->snapshot, opts->snapshot);
 		return -EISDIR;
 	}
@@ -997,11 +963,11 @@ int dlc_options_validate(struct dlc_options *opts, char **cause)
 	if (cause)
 		*cause = NULL;
 	if (!opts->source) {
-		set_cause(cause, "no source given; " USAGE_LINE ".");
+		dlc_cause_set(cause, "no source given; " USAGE_LINE ".");
 		return -EINVAL;
 	}
 	if (!opts->mountpoint) {
-		set_cause(cause, "no mountpoint given; " USAGE_LINE ".");
+		dlc_cause_set(cause, "no mountpoint given; " USAGE_LINE ".");
 		return -EINVAL;
 	}
 	rc = validate_source(opts, cause);

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlcache/cause.h"
 #include "dlcache/snapshot.h"
 
 #define SNAPSHOT_FORMAT 1
@@ -62,21 +63,6 @@ struct dlc_snapshot {
 	char *source;
 	uint64_t total_bytes;
 };
-
-static void set_cause(char **cause, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void set_cause(char **cause, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!cause)
-		return;
-	va_start(ap, fmt);
-	if (vasprintf(cause, fmt, ap) < 0)
-		*cause = NULL;
-	va_end(ap);
-}
 
 /*
  * Grows the array that *array_ptr points to (any object pointer; *cap
@@ -271,10 +257,10 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 	rc = dlc_backend_list(crawl->backend, job->path, listing_add, listing);
 	if (rc < 0) {
 		if (*job->path)
-			set_cause(cause, "cannot list '%s' in source '%s': %s", job->path,
+			dlc_cause_set(cause, "cannot list '%s' in source '%s': %s", job->path,
 				  crawl->backend->source, strerror(-rc));
 		else
-			set_cause(cause, "cannot list source '%s': %s",
+			dlc_cause_set(cause, "cannot list source '%s': %s",
 				  crawl->backend->source, strerror(-rc));
 		return rc;
 	}
@@ -290,7 +276,7 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 		struct listed_entry *entry = &listing->entries[i];
 
 		if (i > 0 && strcmp(listing->entries[i - 1].name, entry->name) == 0) {
-			set_cause(cause, "source '%s' lists '%s' twice in '%s'",
+			dlc_cause_set(cause, "source '%s' lists '%s' twice in '%s'",
 				  crawl->backend->source, entry->name, job->path);
 			return -EIO;
 		}
@@ -311,7 +297,7 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 	return 0;
 
 err_oom:
-	set_cause(cause, "out of memory while crawling source '%s'", crawl->backend->source);
+	dlc_cause_set(cause, "out of memory while crawling source '%s'", crawl->backend->source);
 	return rc;
 }
 
@@ -348,7 +334,7 @@ static int crawl_commit(struct crawl *crawl, const struct crawl_job *job,
 		return 0;
 	if (listing->nentries > UINT32_MAX - base ||
 	    crawl->name_bytes + name_bytes > UINT32_MAX) {
-		set_cause(cause, "source '%s' has more entries than a snapshot can number",
+		dlc_cause_set(cause, "source '%s' has more entries than a snapshot can number",
 			  crawl->backend->source);
 		return -EOVERFLOW;
 	}
@@ -358,7 +344,7 @@ static int crawl_commit(struct crawl *crawl, const struct crawl_job *job,
 		       sizeof(*crawl->blocks)) < 0 ||
 	    grow_array(&crawl->jobs, &crawl->jobs_cap, crawl->njobs + listing->nchildren,
 		       sizeof(*crawl->jobs)) < 0) {
-		set_cause(cause, "out of memory while crawling source '%s'",
+		dlc_cause_set(cause, "out of memory while crawling source '%s'",
 			  crawl->backend->source);
 		return -ENOMEM;
 	}
@@ -468,7 +454,7 @@ static int crawl_run(struct crawl *crawl, unsigned nthreads, char **cause)
 
 	threads = calloc(nthreads, sizeof(*threads));
 	if (!threads) {
-		set_cause(cause, "out of memory while crawling source '%s'",
+		dlc_cause_set(cause, "out of memory while crawling source '%s'",
 			  crawl->backend->source);
 		return -ENOMEM;
 	}
@@ -621,12 +607,12 @@ static int write_snapshot(const struct crawl *crawl, const char *file, const cha
 	int rc, src;
 
 	if (asprintf(&tmp, "%s.tmp", file) < 0) {
-		set_cause(cause, "out of memory while writing snapshot '%s'", file);
+		dlc_cause_set(cause, "out of memory while writing snapshot '%s'", file);
 		return -ENOMEM;
 	}
 	if (unlink(tmp) < 0 && errno != ENOENT) {
 		rc = -errno;
-		set_cause(cause, "cannot replace '%s': %s", tmp, strerror(-rc));
+		dlc_cause_set(cause, "cannot replace '%s': %s", tmp, strerror(-rc));
 		goto out;
 	}
 	src = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -639,7 +625,7 @@ static int write_snapshot(const struct crawl *crawl, const char *file, const cha
 		src = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 	if (src != SQLITE_OK) {
 		rc = sqlite_errno(db);
-		set_cause(cause, "cannot write snapshot '%s' (%s); check that its directory "
+		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
 			  "exists and is writable", tmp, db && rc != -EIO ? strerror(-rc) :
 			  db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
 		goto err_unlink;
@@ -648,7 +634,7 @@ static int write_snapshot(const struct crawl *crawl, const char *file, const cha
 	db = NULL;
 	if (src != SQLITE_OK) {
 		rc = -EIO;
-		set_cause(cause, "cannot write snapshot '%s' (%s); check that its directory "
+		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
 			  "exists and is writable", tmp, sqlite3_errstr(src));
 		goto err_unlink;
 	}
@@ -656,7 +642,7 @@ static int write_snapshot(const struct crawl *crawl, const char *file, const cha
 	if (rc == 0 && rename(tmp, file) < 0)
 		rc = -errno;
 	if (rc < 0) {
-		set_cause(cause, "cannot write snapshot '%s' (%s); check that its directory "
+		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
 			  "exists and is writable", file, strerror(-rc));
 		goto err_unlink;
 	}
@@ -664,7 +650,7 @@ static int write_snapshot(const struct crawl *crawl, const char *file, const cha
 	if (rc == -EINVAL)
 		rc = 0;         /* a file system that cannot fsync a directory */
 	if (rc < 0)
-		set_cause(cause, "cannot write snapshot '%s' (%s); check that its directory "
+		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
 			  "exists and is writable", file, strerror(-rc));
 	goto out;
 
@@ -722,11 +708,11 @@ int dlc_snapshot_build(struct dlc_backend *backend, const char *file,
 
 	rc = dlc_backend_stat(backend, "", &root_attr);
 	if (rc < 0) {
-		set_cause(cause, "cannot read source '%s': %s", backend->source, strerror(-rc));
+		dlc_cause_set(cause, "cannot read source '%s': %s", backend->source, strerror(-rc));
 		return rc;
 	}
 	if (!S_ISDIR(root_attr.mode)) {
-		set_cause(cause, "source '%s' is not a directory; give the dataset's directory",
+		dlc_cause_set(cause, "source '%s' is not a directory; give the dataset's directory",
 			  backend->source);
 		return -ENOTDIR;
 	}
@@ -739,7 +725,7 @@ int dlc_snapshot_build(struct dlc_backend *backend, const char *file,
 	    grow_array(&crawl.jobs, &crawl.jobs_cap, 1, sizeof(*crawl.jobs)) < 0) {
 		free(root_path);
 		rc = -ENOMEM;
-		set_cause(cause, "out of memory while crawling source '%s'", backend->source);
+		dlc_cause_set(cause, "out of memory while crawling source '%s'", backend->source);
 		goto out;
 	}
 	crawl.nodes[0] = (struct crawl_node){ .attr = root_attr, .name = "" };
@@ -756,7 +742,7 @@ int dlc_snapshot_build(struct dlc_backend *backend, const char *file,
 	ino_of = malloc(crawl.nnodes * sizeof(*ino_of));
 	if (!order || !ino_of) {
 		rc = -ENOMEM;
-		set_cause(cause, "out of memory while writing snapshot '%s'", file);
+		dlc_cause_set(cause, "out of memory while writing snapshot '%s'", file);
 		goto out;
 	}
 	number_breadth_first(&crawl, order, ino_of);
@@ -784,7 +770,7 @@ struct loader {
 
 static void not_snapshot(char **cause, const char *file, const char *detail)
 {
-	set_cause(cause, "%s is not a dlcache snapshot (%s); rebuild it with dlcache "
+	dlc_cause_set(cause, "%s is not a dlcache snapshot (%s); rebuild it with dlcache "
 		  "snapshot or -o refresh", file, detail);
 }
 
@@ -800,7 +786,7 @@ static int damaged(struct loader *loader, const char *fmt, ...)
 	if (vasprintf(&detail, fmt, ap) < 0)
 		detail = NULL;
 	va_end(ap);
-	set_cause(loader->cause, "snapshot %s is damaged (%s); rebuild it with dlcache "
+	dlc_cause_set(loader->cause, "snapshot %s is damaged (%s); rebuild it with dlcache "
 		  "snapshot or -o refresh", loader->file, detail ? detail : "?");
 	free(detail);
 	return -EINVAL;
@@ -814,7 +800,7 @@ static int pool_add(struct loader *loader, const char *text, size_t len, uint32_
 	if (snapshot->pool_len > UINT32_MAX)
 		return damaged(loader, "names take more than 4 GiB");
 	if (grow_array(&snapshot->pool, &loader->pool_cap, snapshot->pool_len + len + 1, 1) < 0) {
-		set_cause(loader->cause, "out of memory while loading snapshot %s", loader->file);
+		dlc_cause_set(loader->cause, "out of memory while loading snapshot %s", loader->file);
 		return -ENOMEM;
 	}
 	memcpy(snapshot->pool + snapshot->pool_len, text, len);
@@ -865,7 +851,7 @@ static int load_meta(struct loader *loader, sqlite3 *db, uint64_t *entries_hint)
 	sqlite3_finalize(stmt);
 	if (src != SQLITE_DONE) {
 		rc = src == SQLITE_NOMEM ? -ENOMEM : sqlite_errno(db);
-		set_cause(loader->cause, "cannot read snapshot %s: %s", loader->file,
+		dlc_cause_set(loader->cause, "cannot read snapshot %s: %s", loader->file,
 			  src == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(db));
 		goto out;
 	}
@@ -932,7 +918,7 @@ static int load_row(struct loader *loader, sqlite3_stmt *stmt)
 	}
 
 	if (grow_array(&snapshot->nodes, &loader->nodes_cap, ino, sizeof(*snapshot->nodes)) < 0) {
-		set_cause(loader->cause, "out of memory while loading snapshot %s", loader->file);
+		dlc_cause_set(loader->cause, "out of memory while loading snapshot %s", loader->file);
 		return -ENOMEM;
 	}
 	node = &snapshot->nodes[ino - 1];
@@ -1000,7 +986,7 @@ static int load_entries(struct loader *loader, sqlite3 *db)
 	}
 	if (src != SQLITE_DONE) {
 		rc = sqlite_errno(db);
-		set_cause(loader->cause, "cannot read snapshot %s: %s", loader->file,
+		dlc_cause_set(loader->cause, "cannot read snapshot %s: %s", loader->file,
 			  sqlite3_errmsg(db));
 		goto out;
 	}
@@ -1026,10 +1012,10 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	if (stat(file, &st) < 0) {
 		rc = -errno;
 		if (rc == -ENOENT)
-			set_cause(cause, "snapshot %s does not exist; build it with dlcache "
+			dlc_cause_set(cause, "snapshot %s does not exist; build it with dlcache "
 				  "snapshot or -o refresh", file);
 		else
-			set_cause(cause, "cannot read snapshot %s: %s", file, strerror(-rc));
+			dlc_cause_set(cause, "cannot read snapshot %s: %s", file, strerror(-rc));
 		return rc;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -1038,7 +1024,7 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	}
 	snapshot = calloc(1, sizeof(*snapshot));
 	if (!snapshot) {
-		set_cause(cause, "out of memory while loading snapshot %s", file);
+		dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
 		return -ENOMEM;
 	}
 	loader.snapshot = snapshot;
@@ -1046,7 +1032,7 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	src = sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (src != SQLITE_OK) {
 		rc = sqlite_errno(db);
-		set_cause(cause, "cannot open snapshot %s: %s", file,
+		dlc_cause_set(cause, "cannot open snapshot %s: %s", file,
 			  db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
 		goto err;
 	}
@@ -1063,7 +1049,7 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 				sizeof(*snapshot->nodes)) < 0 ||
 		     grow_array(&snapshot->pool, &loader.pool_cap, hint * 24, 1) < 0)) {
 		rc = -ENOMEM;
-		set_cause(cause, "out of memory while loading snapshot %s", file);
+		dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
 		goto err;
 	}
 	rc = load_entries(&loader, db);
@@ -1076,7 +1062,7 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 		snapshot->source = strdup("");
 		if (!snapshot->source) {
 			rc = -ENOMEM;
-			set_cause(cause, "out of memory while loading snapshot %s", file);
+			dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
 			goto err;
 		}
 	}

@@ -61,6 +61,7 @@
 #include <sqlite3.h>
 #include <xxhash.h>
 
+#include "dlcache/cause.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 
@@ -143,21 +144,6 @@ struct dlc_store {
 	bool unclean;                   /* guarded by mutex: changes were lost, so
 					 * leave clean=0 and let the next open scan */
 };
-
-static void set_cause(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void set_cause(char **cause, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!cause)
-		return;
-	free(*cause);
-	va_start(ap, fmt);
-	if (vasprintf(cause, fmt, ap) < 0)
-		*cause = NULL;
-	va_end(ap);
-}
 
 /* NAME of path: 16 lowercase hex digits of XXH3_64(path). */
 static void entry_name(const char *path, char name[NAME_LEN + 1])
@@ -788,21 +774,21 @@ static int index_open(struct dlc_store *store, char **cause)
 		index_close(store);
 		rc = index_set_aside(store, why);
 		if (rc != 0) {
-			set_cause(cause, "cannot move the broken index %s/index.db aside: %s",
+			dlc_cause_set(cause, "cannot move the broken index %s/index.db aside: %s",
 				  store->dir, strerror(-rc));
 			return rc;
 		}
 		rc = index_try_open(store, &state, why);
 	}
 	if (rc != 0) {
-		set_cause(cause, "cannot open the cache index %s/index.db: %s", store->dir,
+		dlc_cause_set(cause, "cannot open the cache index %s/index.db: %s", store->dir,
 			  strerror(-rc));
 		return rc;
 	}
 	if (state != INDEX_CLEAN) {
 		rc = scan_orphans(store, state);
 		if (rc != 0) {
-			set_cause(cause, "cannot check %s after an unclean shutdown: %s",
+			dlc_cause_set(cause, "cannot check %s after an unclean shutdown: %s",
 				  store->dir, strerror(-rc));
 			return rc;
 		}
@@ -812,7 +798,7 @@ static int index_open(struct dlc_store *store, char **cause)
 	if (rc == 0)
 		rc = commit_changes(store);
 	if (rc != 0)
-		set_cause(cause, "cannot write the cache index %s/index.db: %s", store->dir,
+		dlc_cause_set(cause, "cannot write the cache index %s/index.db: %s", store->dir,
 			  strerror(-rc));
 	return rc;
 }
@@ -840,19 +826,19 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 
 	rc = make_dir_path(dir);
 	if (rc != 0) {
-		set_cause(cause, "cannot create cache_dir %s: %s", dir, strerror(-rc));
+		dlc_cause_set(cause, "cannot create cache_dir %s: %s", dir, strerror(-rc));
 		goto err;
 	}
 	store->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (store->dir_fd < 0) {
 		rc = -errno;
-		set_cause(cause, "cannot open cache_dir %s: %s", dir, strerror(-rc));
+		dlc_cause_set(cause, "cannot open cache_dir %s: %s", dir, strerror(-rc));
 		goto err;
 	}
 	store->dir = realpath(dir, NULL);
 	if (!store->dir) {
 		rc = -errno;
-		set_cause(cause, "cannot resolve cache_dir %s: %s", dir, strerror(-rc));
+		dlc_cause_set(cause, "cannot resolve cache_dir %s: %s", dir, strerror(-rc));
 		goto err;
 	}
 
@@ -860,16 +846,16 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 				0600);
 	if (store->lock_fd < 0) {
 		rc = -errno;
-		set_cause(cause, "cannot create %s/lock: %s", store->dir, strerror(-rc));
+		dlc_cause_set(cause, "cannot create %s/lock: %s", store->dir, strerror(-rc));
 		goto err;
 	}
 	if (flock(store->lock_fd, LOCK_EX | LOCK_NB) != 0) {
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		if (rc == -EBUSY)
-			set_cause(cause, "cache_dir %s is in use by another dlcache mount; give "
+			dlc_cause_set(cause, "cache_dir %s is in use by another dlcache mount; give "
 				  "each mount its own cache_dir", store->dir);
 		else
-			set_cause(cause, "cannot lock %s/lock: %s", store->dir, strerror(-rc));
+			dlc_cause_set(cause, "cannot lock %s/lock: %s", store->dir, strerror(-rc));
 		goto err;
 	}
 
@@ -877,7 +863,7 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 	if (rc == 0)
 		rc = clear_tmp(store);
 	if (rc != 0) {
-		set_cause(cause, "cannot prepare cache_dir %s: %s", store->dir, strerror(-rc));
+		dlc_cause_set(cause, "cannot prepare cache_dir %s: %s", store->dir, strerror(-rc));
 		goto err;
 	}
 
@@ -889,7 +875,7 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 
 	rc = flusher_start(store);
 	if (rc != 0) {
-		set_cause(cause, "cannot start the cache flusher thread: %s", strerror(-rc));
+		dlc_cause_set(cause, "cannot start the cache flusher thread: %s", strerror(-rc));
 		goto err;
 	}
 	*out = store;

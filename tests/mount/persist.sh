@@ -89,4 +89,25 @@ test_a_file_changed_behind_the_snapshot_fails_with_eio() {
 	ALLOWED_LOG='^$'
 }
 
+test_kill_9_during_admission_leaves_a_cache_that_serves_only_good_bytes() {
+	# 100 misses of 3 delayed calls each take 3 s; the index commits every second.
+	start_daemon "source_delay=10ms"
+	read_all_shuffled >/dev/null 2>&1 &
+	local reader=$!
+	sleep 1.8
+	kill -9 "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	DAEMON_PID=
+	wait "$reader" 2>/dev/null || true
+	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+	: >"$LOG"
+	start_daemon
+	local kept
+	kept=$(stat_value cache.entries)
+	[ "$kept" -gt 0 ] || fail "no cache entry survived kill -9"
+	expect_eq "files read after kill -9" "$(read_all_shuffled)" 100
+	expect_eq "corrupt entries" "$(stat_value corrupt)" 0
+	expect_eq "hits are the surviving entries" "$(stat_value hits)" "$kept"
+}
+
 run_tests

@@ -1,0 +1,33 @@
+/*
+ * cause.c - formats the one-sentence causes of cause.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dlcache/cause.h"
+
+void dlc_cause_set(char **cause, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	dlc_cause_vset(cause, fmt, ap);
+	va_end(ap);
+}
+
+void dlc_cause_vset(char **cause, const char *fmt, va_list ap)
+{
+	char *text;
+
+	if (!cause)
+		return;
+	if (vasprintf(&text, fmt, ap) < 0)
+		text = NULL;
+	for (char *p = text; p && *p; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	}
+	free(*cause);
+	*cause = text;
+}

@@ -26,6 +26,8 @@ struct dlc_cache {
 	const struct dlc_snapshot *snapshot;
 	struct dlc_stats *stats;
 	struct dlc_policy *policy;      /* guarded by lock */
+	struct dlc_scores scores;       /* guarded by lock (writes); the policy reads it */
+	char *scores_file;              /* NULL: scores are not saved */
 	uint64_t *hashes;               /* guarded by lock; per inode, valid when ready */
 	uint8_t *ready;                 /* guarded by lock; bitmap by inode */
 	bool admission;                 /* guarded by lock */
@@ -86,8 +88,8 @@ static int restore_entry(void *arg, const struct dlc_store_entry *entry)
 }
 
 int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
-		   enum dlc_policy_kind kind, uint64_t capacity, struct dlc_stats *stats,
-		   struct dlc_cache **out, char **cause)
+		   enum dlc_policy_kind kind, uint64_t capacity, const char *scores_file,
+		   struct dlc_stats *stats, struct dlc_cache **out, char **cause)
 {
 	uint32_t count = dlc_snapshot_count(snapshot);
 	struct restore_state state = { 0 };
@@ -107,8 +109,25 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	cache->policy = dlc_policy_create(kind, capacity, count);
 	cache->hashes = calloc((size_t)count + 1, sizeof(*cache->hashes));
 	cache->ready = calloc((size_t)count / 8 + 1, 1);
-	if (!cache->policy || !cache->hashes || !cache->ready)
+	if (!cache->policy || !cache->hashes || !cache->ready ||
+	    dlc_scores_init(&cache->scores, count) < 0)
 		goto err_nomem;
+	if (scores_file) {
+		cache->scores_file = strdup(scores_file);
+		if (!cache->scores_file)
+			goto err_nomem;
+		rc = dlc_scores_load(&cache->scores, scores_file, dlc_snapshot_id(snapshot));
+		if (rc == 0)
+			dlc_log(DLC_LOG_INFO, "%u scores loaded from %s", cache->scores.known, scores_file);
+		else if (rc == -ESTALE)
+			dlc_log(DLC_LOG_INFO, "scores in %s belong to another snapshot: starting with none",
+				scores_file);
+		else if (rc != -ENOENT)
+			dlc_log(DLC_LOG_WARNING, "cannot load the scores in %s (%s): starting with none",
+				scores_file, strerror(-rc));
+	}
+	/* Before restoring: the importance heap is keyed by these scores. */
+	dlc_policy_set_scores(cache->policy, cache->scores.values);
 
 	state.cache = cache;
 	rc = dlc_store_load(store, restore_entry, &state);
@@ -136,6 +155,8 @@ void dlc_cache_close(struct dlc_cache *cache)
 	if (!cache)
 		return;
 	dlc_policy_free(cache->policy);
+	dlc_scores_destroy(&cache->scores);
+	free(cache->scores_file);
 	dlc_ino_list_free(&cache->victims);
 	free(cache->hashes);
 	free(cache->ready);
@@ -244,5 +265,108 @@ void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out)
 	out->entries = dlc_policy_entries(cache->policy);
 	out->capacity = dlc_policy_capacity(cache->policy);
 	out->admission = cache->admission;
+	out->scores_known = cache->scores.known;
 	pthread_mutex_unlock(&cache->lock);
+}
+
+int dlc_cache_save_scores(struct dlc_cache *cache)
+{
+	int rc;
+
+	if (!cache->scores_file)
+		return 0;
+	pthread_mutex_lock(&cache->lock);
+	rc = dlc_scores_save(&cache->scores, cache->scores_file, dlc_snapshot_id(cache->snapshot));
+	pthread_mutex_unlock(&cache->lock);
+	if (rc < 0)
+		dlc_log(DLC_LOG_WARNING, "cannot save the scores to %s: %s", cache->scores_file, strerror(-rc));
+	return rc;
+}
+
+void dlc_cache_set_scores(struct dlc_cache *cache, const uint32_t *inos, const float *values,
+			  size_t n)
+{
+	pthread_mutex_lock(&cache->lock);
+	for (size_t i = 0; i < n; i++) {
+		dlc_scores_set(&cache->scores, inos[i], values[i]);
+		dlc_policy_rescore(cache->policy, inos[i]);
+	}
+	pthread_mutex_unlock(&cache->lock);
+}
+
+void dlc_cache_reset_scores(struct dlc_cache *cache)
+{
+	pthread_mutex_lock(&cache->lock);
+	dlc_scores_reset(&cache->scores);
+	dlc_policy_rescore_all(cache->policy);
+	pthread_mutex_unlock(&cache->lock);
+}
+
+bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
+{
+	bool ready;
+
+	pthread_mutex_lock(&cache->lock);
+	ready = is_ready(cache, ino);
+	pthread_mutex_unlock(&cache->lock);
+	return ready;
+}
+
+int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len)
+{
+	uint32_t count = dlc_snapshot_count(cache->snapshot);
+	struct dlc_ino_list inos = { 0 };
+	char *buf = NULL;
+	size_t used = 0, size = 0;
+	char path[4096];
+	int rc = 0;
+
+	/* Copy the ready set under the lock; build the text without it. */
+	pthread_mutex_lock(&cache->lock);
+	inos.capacity = dlc_policy_entries(cache->policy) + 1;
+	inos.items = malloc(inos.capacity * sizeof(*inos.items));
+	for (uint32_t ino = 1; inos.items && ino <= count; ino++) {
+		if (is_ready(cache, ino) && inos.count < inos.capacity)
+			inos.items[inos.count++] = ino;
+	}
+	pthread_mutex_unlock(&cache->lock);
+	if (!inos.items)
+		return -ENOMEM;
+
+	for (size_t i = 0; i < inos.count; i++) {
+		size_t n;
+
+		if (dlc_snapshot_path(cache->snapshot, inos.items[i], path, sizeof(path)) < 0)
+			continue;
+		n = strlen(path);
+		if (used + n + 2 > size) {
+			size_t grown = size ? size * 2 : 65536;
+			char *bigger;
+
+			while (grown < used + n + 2)
+				grown *= 2;
+			bigger = realloc(buf, grown);
+			if (!bigger) {
+				rc = -ENOMEM;
+				break;
+			}
+			buf = bigger;
+			size = grown;
+		}
+		memcpy(buf + used, path, n);
+		used += n;
+		buf[used++] = '\n';
+	}
+	dlc_ino_list_free(&inos);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	if (!buf)
+		buf = calloc(1, 1);
+	if (!buf)
+		return -ENOMEM;
+	*text = buf;
+	*len = used;
+	return 0;
 }

@@ -8,7 +8,11 @@
  * then lands the flight, so that a reader arriving while the bytes are being
  * written to the cache joins the flight instead of starting a second fetch.
  *
- * INVARIANTS.  fetch->lock guards the flight list and every flight's fields.
+ * Prefetch workers pop inodes from a ring under the same lock and fly them
+ * like misses; a reader that arrives meanwhile joins the flight.
+ *
+ * INVARIANTS.  fetch->lock guards the flight list, every flight's fields,
+ * the prefetch ring and the stopping flag.
  * A flight is referenced by its owner and by each waiter (refs); the last
  * one to drop it frees it.  At most one flight per inode is in the list.
  */
@@ -18,6 +22,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
@@ -36,9 +41,17 @@ struct dlc_fetch {
 	const struct dlc_snapshot *snapshot;
 	struct dlc_cache *cache;
 	struct dlc_stats *stats;
+	uint64_t max_file;
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when any flight lands */
 	struct flight *flights;         /* guarded by lock */
+	pthread_cond_t queued;          /* signalled when the ring gains work or stopping */
+	uint32_t *ring;                 /* guarded by lock: DLC_FETCH_QUEUE prefetch requests */
+	size_t ring_head;               /* guarded by lock: next to pop */
+	size_t ring_count;              /* guarded by lock */
+	bool stopping;                  /* guarded by lock */
+	pthread_t *workers;
+	unsigned nworkers;
 };
 
 /* Largest single read from the source. */
@@ -69,12 +82,19 @@ void dlc_blob_put(struct dlc_blob *blob)
 }
 
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
-				   struct dlc_cache *cache, struct dlc_stats *stats)
+				   struct dlc_cache *cache, struct dlc_stats *stats, uint64_t max_file)
 {
 	struct dlc_fetch *fetch = calloc(1, sizeof(*fetch));
 
 	if (!fetch)
 		return NULL;
+	fetch->ring = malloc(DLC_FETCH_QUEUE * sizeof(*fetch->ring));
+	if (!fetch->ring) {
+		free(fetch);
+		return NULL;
+	}
+	fetch->max_file = max_file;
+	pthread_cond_init(&fetch->queued, NULL);
 	fetch->backend = backend;
 	fetch->snapshot = snapshot;
 	fetch->cache = cache;
@@ -88,7 +108,10 @@ void dlc_fetch_free(struct dlc_fetch *fetch)
 {
 	if (!fetch)
 		return;
+	dlc_fetch_stop(fetch);
 	assert(fetch->flights == NULL);
+	free(fetch->ring);
+	pthread_cond_destroy(&fetch->queued);
 	pthread_cond_destroy(&fetch->landed);
 	pthread_mutex_destroy(&fetch->lock);
 	free(fetch);
@@ -184,28 +207,15 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	return rc;
 }
 
-int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
+/*
+ * Joins the flight for ino, or starts and flies it, and waits for it to land.
+ * On success *out (when out is not NULL) holds a reference to the bytes.
+ */
+static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, struct dlc_blob **out)
 {
-	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
-	struct dlc_blob *blob;
 	struct flight *flight;
 	bool owner = false;
 	int rc;
-
-	if (!node)
-		return -ENOENT;
-	blob = blob_new(node->size);
-	if (!blob)
-		return -ENOMEM;
-	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
-		dlc_cache_hit(fetch->cache, ino);
-		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
-		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
-		*out = blob;
-		return 0;
-	}
-	dlc_blob_put(blob);
-	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
 
 	pthread_mutex_lock(&fetch->lock);
 	for (flight = fetch->flights; flight; flight = flight->next)
@@ -226,17 +236,117 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	pthread_mutex_unlock(&fetch->lock);
 
 	if (owner)
-		fly(fetch, flight, node->size);
+		fly(fetch, flight, size);
 
 	pthread_mutex_lock(&fetch->lock);
 	while (!flight->landed)
 		pthread_cond_wait(&fetch->landed, &fetch->lock);
 	rc = flight->rc;
-	if (rc == 0)
+	if (rc == 0 && out)
 		*out = blob_get(flight->blob);
 	flight_put(fetch, flight);
 	pthread_mutex_unlock(&fetch->lock);
 	return rc;
+}
+
+int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
+{
+	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
+	struct dlc_blob *blob;
+
+	if (!node)
+		return -ENOENT;
+	blob = blob_new(node->size);
+	if (!blob)
+		return -ENOMEM;
+	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
+		dlc_cache_hit(fetch->cache, ino);
+		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
+		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
+		*out = blob;
+		return 0;
+	}
+	dlc_blob_put(blob);
+	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
+	return obtain(fetch, ino, node->size, out);
+}
+
+static void *prefetch_worker(void *arg)
+{
+	struct dlc_fetch *fetch = arg;
+
+	pthread_mutex_lock(&fetch->lock);
+	for (;;) {
+		const struct dlc_node *node;
+		uint32_t ino;
+
+		while (!fetch->stopping && fetch->ring_count == 0)
+			pthread_cond_wait(&fetch->queued, &fetch->lock);
+		if (fetch->stopping)
+			break;
+		ino = fetch->ring[fetch->ring_head];
+		fetch->ring_head = (fetch->ring_head + 1) % DLC_FETCH_QUEUE;
+		fetch->ring_count--;
+		pthread_mutex_unlock(&fetch->lock);
+
+		node = dlc_snapshot_node(fetch->snapshot, ino);
+		if (!dlc_cache_contains(fetch->cache, ino)) {
+			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
+			obtain(fetch, ino, node->size, NULL);
+		}
+		pthread_mutex_lock(&fetch->lock);
+	}
+	pthread_mutex_unlock(&fetch->lock);
+	return NULL;
+}
+
+int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers)
+{
+	fetch->workers = calloc(workers, sizeof(*fetch->workers));
+	if (!fetch->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < workers; i++) {
+		int rc = pthread_create(&fetch->workers[i], NULL, prefetch_worker, fetch);
+
+		if (rc != 0) {
+			dlc_fetch_stop(fetch);
+			return -rc;
+		}
+		fetch->nworkers++;
+	}
+	return 0;
+}
+
+bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
+{
+	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
+	bool queued = false;
+
+	if (!node || !S_ISREG(node->mode) || node->size > fetch->max_file)
+		return false;
+	pthread_mutex_lock(&fetch->lock);
+	if (fetch->ring_count < DLC_FETCH_QUEUE && fetch->nworkers > 0 && !fetch->stopping) {
+		fetch->ring[(fetch->ring_head + fetch->ring_count) % DLC_FETCH_QUEUE] = ino;
+		fetch->ring_count++;
+		queued = true;
+		pthread_cond_signal(&fetch->queued);
+	}
+	pthread_mutex_unlock(&fetch->lock);
+	return queued;
+}
+
+void dlc_fetch_stop(struct dlc_fetch *fetch)
+{
+	pthread_mutex_lock(&fetch->lock);
+	fetch->stopping = true;
+	fetch->ring_count = 0;
+	pthread_cond_broadcast(&fetch->queued);
+	pthread_mutex_unlock(&fetch->lock);
+	for (unsigned i = 0; i < fetch->nworkers; i++)
+		pthread_join(fetch->workers[i], NULL);
+	fetch->nworkers = 0;
+	free(fetch->workers);
+	fetch->workers = NULL;
 }
 
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out)

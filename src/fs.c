@@ -7,13 +7,18 @@
  * kernel with very long timeouts, missing names are cached as negative
  * entries, directory listings are cached (cache_readdir), file pages are kept
  * across opens (keep_cache), and FORGET needs no work.  Every mutation fails
- * with EROFS.
+ * with EROFS, except writes to .control: each write is parsed by control.c
+ * and its commands applied here, scores in batches under one cache lock; a
+ * bad line fails that write (or the close that ends an unterminated line)
+ * with EINVAL after the good lines around it were applied.
  *
  * This is the only file that calls fuse_reply_*; the modules it calls return
  * 0 or -errno and it replies fuse_reply_err(req, -rc).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlcache/cause.h"
+#include "dlcache/control.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
 
@@ -29,13 +36,22 @@
 
 enum virtual_file {
 	VIRTUAL_STATS = 1,
+	VIRTUAL_CONTROL,
+	VIRTUAL_CACHED,
 	VIRTUAL_COUNT,
+};
+
+static const char *const virtual_names[VIRTUAL_COUNT] = {
+	[VIRTUAL_STATS] = DLC_FS_STATS_NAME,
+	[VIRTUAL_CONTROL] = DLC_FS_CONTROL_NAME,
+	[VIRTUAL_CACHED] = DLC_FS_CACHED_NAME,
 };
 
 enum handle_kind {
 	HANDLE_BLOB,        /* a whole file, from the cache or one fetch */
 	HANDLE_DIRECT,      /* a large file read from the source by range */
 	HANDLE_TEXT,        /* a virtual file's contents, made at open */
+	HANDLE_CONTROL,     /* .control: a parser for what is written */
 };
 
 struct handle {
@@ -44,6 +60,22 @@ struct handle {
 	struct dlc_backend_file *direct;
 	char *text;
 	size_t text_len;
+	pthread_mutex_t lock;                   /* HANDLE_CONTROL: guards parser */
+	struct dlc_control_parser *parser;
+};
+
+struct fs;
+static int control_finish(struct fs *fs, struct handle *h);
+
+/* Scores are applied in batches of this many, under one cache lock. */
+#define SCORE_BATCH 4096
+
+/* Carries a write's commands from the parser to the modules. */
+struct control_batch {
+	struct fs *fs;
+	size_t count;
+	uint32_t inos[SCORE_BATCH];
+	float values[SCORE_BATCH];
 };
 
 struct fs {
@@ -52,6 +84,7 @@ struct fs {
 	struct timespec started;
 	uid_t owner;
 	gid_t owner_group;
+	_Atomic uint64_t epoch;     /* the last "epoch N" written to .control */
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -86,7 +119,7 @@ static int fill_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 	st->st_ino = ino;
 	st->st_blksize = 4096;
 	if (virtual_of(fs, ino)) {
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | (virtual_of(fs, ino) == VIRTUAL_CONTROL ? 0600 : 0444);
 		st->st_nlink = 1;
 		st->st_uid = fs->owner;
 		st->st_gid = fs->owner_group;
@@ -142,9 +175,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fuse_entry_param e;
 	uint64_t ino = 0;
 
-	if (parent == FUSE_ROOT_ID && strcmp(name, DLC_FS_STATS_NAME) == 0)
-		ino = fs->virtual_base + VIRTUAL_STATS;
-	else if (!virtual_of(fs, parent))
+	for (int v = VIRTUAL_STATS; parent == FUSE_ROOT_ID && v < VIRTUAL_COUNT; v++)
+		if (strcmp(name, virtual_names[v]) == 0)
+			ino = fs->virtual_base + (fuse_ino_t)v;
+	if (!ino && !virtual_of(fs, parent))
 		ino = dlc_snapshot_lookup(fs->context->snapshot, parent, name);
 	if (ino) {
 		fill_entry(fs, ino, &e);
@@ -297,6 +331,8 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	for (int op = 0; op < DLC_BACKEND_OP_COUNT; op++)
 		g->backend_calls[op] = atomic_load(&c->backend->calls[op]);
 	g->backend_errors = atomic_load(&c->backend->errors);
+	g->epoch = atomic_load(&fs->epoch);
+	g->scores_known = cache.scores_known;
 }
 
 static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
@@ -308,9 +344,32 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 		gather_gauges(fs, &gauges);
 		h->kind = HANDLE_TEXT;
 		return dlc_stats_render_json(fs->context->stats, &gauges, &h->text, &h->text_len);
+	case VIRTUAL_CACHED:
+		h->kind = HANDLE_TEXT;
+		return dlc_cache_list(fs->context->cache, &h->text, &h->text_len);
+	case VIRTUAL_CONTROL:
+		h->kind = HANDLE_CONTROL;
+		h->parser = dlc_control_parser_new(fs->context->mountpoint);
+		if (!h->parser)
+			return -ENOMEM;
+		pthread_mutex_init(&h->lock, NULL);
+		return 0;
 	default:
 		return -ENOENT;
 	}
+}
+
+static void free_handle(struct fs *fs, struct handle *h)
+{
+	dlc_blob_put(h->blob);
+	if (h->direct)
+		dlc_fetch_close_direct(fs->context->fetch, h->direct);
+	if (h->parser) {
+		dlc_control_parser_free(h->parser);
+		pthread_mutex_destroy(&h->lock);
+	}
+	free(h->text);
+	free(h);
 }
 
 static int open_file(struct fs *fs, fuse_ino_t ino, struct handle *h)
@@ -339,7 +398,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct handle *h;
 	int rc;
 
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+	if (which != VIRTUAL_CONTROL && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -363,11 +422,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted: nobody will release this handle. */
-		dlc_blob_put(h->blob);
-		if (h->direct)
-			dlc_fetch_close_direct(fs->context->fetch, h->direct);
-		free(h->text);
-		free(h);
+		free_handle(fs, h);
 	}
 }
 
@@ -394,6 +449,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case HANDLE_TEXT:
 		reply_slice(req, h->text, h->text_len, size, off);
 		return;
+	case HANDLE_CONTROL:
+		fuse_reply_buf(req, NULL, 0);
+		return;
 	case HANDLE_DIRECT:
 		buf = malloc(size);
 		if (!buf) {
@@ -414,12 +472,148 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 
-	dlc_blob_put(h->blob);
-	if (h->direct)
-		dlc_fetch_close_direct(fs_of(req)->context->fetch, h->direct);
-	free(h->text);
-	free(h);
+	/* A tail not ended by a flush (there is always one on close) is applied here. */
+	if (h->kind == HANDLE_CONTROL)
+		control_finish(fs_of(req), h);
+	free_handle(fs_of(req), h);
 	fuse_reply_err(req, 0);
+}
+
+static void flush_scores(struct control_batch *batch)
+{
+	dlc_cache_set_scores(batch->fs->context->cache, batch->inos, batch->values, batch->count);
+	batch->count = 0;
+}
+
+static int push_score(struct control_batch *batch, uint32_t ino, float value)
+{
+	if (batch->count == SCORE_BATCH)
+		flush_scores(batch);
+	batch->inos[batch->count] = ino;
+	batch->values[batch->count] = value;
+	batch->count++;
+	return 0;
+}
+
+/* Applies one parsed .control command (see control.h); called by the parser. */
+static int apply_command(void *arg, const struct dlc_control_command *command, char **cause)
+{
+	struct control_batch *batch = arg;
+	struct dlc_fs_context *c = batch->fs->context;
+	const struct dlc_node *node = NULL;
+	uint32_t ino = 0;
+
+	if (command->path) {
+		ino = (uint32_t)dlc_snapshot_resolve(c->snapshot, command->path);
+		node = ino ? dlc_snapshot_node(c->snapshot, ino) : NULL;
+		if (!node || !S_ISREG(node->mode)) {
+			dlc_cause_set(cause, "'%s' is not a file in the dataset; give a file's path relative to the mount root",
+				      command->path);
+			return -EINVAL;
+		}
+	}
+	switch (command->kind) {
+	case DLC_CONTROL_SCORE:
+		if (!isfinite((float)command->score)) {
+			dlc_cause_set(cause, "score %g is out of range; scale scores to within +-3e38", command->score);
+			return -EINVAL;
+		}
+		return push_score(batch, ino, (float)command->score);
+	case DLC_CONTROL_FORGET:
+		return push_score(batch, ino, NAN);
+	case DLC_CONTROL_PREFETCH:
+		/* Admission judges a prefetch by the scores written before it. */
+		flush_scores(batch);
+		dlc_fetch_prefetch(c->fetch, ino);
+		return 0;
+	case DLC_CONTROL_EPOCH:
+		flush_scores(batch);
+		atomic_store(&batch->fs->epoch, command->epoch);
+		dlc_cache_save_scores(c->cache);
+		return 0;
+	case DLC_CONTROL_RESET:
+		batch->count = 0;
+		dlc_cache_reset_scores(c->cache);
+		return 0;
+	}
+	return 0;
+}
+
+/* Counts what a feed or finish did; logs its first bad line.  0 or -EINVAL. */
+static int control_account(struct fs *fs, struct dlc_control_result *result, int rc)
+{
+	struct dlc_stats *stats = fs->context->stats;
+
+	dlc_stats_add(stats, DLC_STAT_CONTROL_LINES, result->lines + result->errors);
+	dlc_stats_add(stats, DLC_STAT_CONTROL_ERRORS, result->errors);
+	if (result->first_error) {
+		dlc_stats_set_error(stats, result->first_error);
+		dlc_log(DLC_LOG_WARNING, ".control: %s (%llu bad lines in this write)", result->first_error,
+			(unsigned long long)result->errors);
+	}
+	dlc_control_result_clear(result);
+	return rc;
+}
+
+static int control_write(struct fs *fs, struct handle *h, const char *buf, size_t size)
+{
+	struct dlc_control_result result = { 0 };
+	struct control_batch *batch = malloc(sizeof(*batch));
+	int rc;
+
+	if (!batch)
+		return -ENOMEM;
+	batch->fs = fs;
+	batch->count = 0;
+	pthread_mutex_lock(&h->lock);
+	rc = dlc_control_feed(h->parser, buf, size, apply_command, batch, &result);
+	flush_scores(batch);
+	pthread_mutex_unlock(&h->lock);
+	free(batch);
+	return control_account(fs, &result, rc);
+}
+
+static int control_finish(struct fs *fs, struct handle *h)
+{
+	struct dlc_control_result result = { 0 };
+	struct control_batch *batch = malloc(sizeof(*batch));
+	int rc;
+
+	if (!batch)
+		return -ENOMEM;
+	batch->fs = fs;
+	batch->count = 0;
+	pthread_mutex_lock(&h->lock);
+	rc = dlc_control_finish(h->parser, apply_command, batch, &result);
+	flush_scores(batch);
+	pthread_mutex_unlock(&h->lock);
+	free(batch);
+	return control_account(fs, &result, rc);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+	int rc;
+
+	if (h->kind != HANDLE_CONTROL) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	rc = control_write(fs_of(req), h, buf, size);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, size);
+}
+
+/* close(2) of .control ends its last line: its errors are close's. */
+static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
+
+	fuse_reply_err(req, h->kind == HANDLE_CONTROL ? -control_finish(fs_of(req), h) : 0);
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -446,6 +640,17 @@ static void refuse(fuse_req_t req)
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	struct fs *fs = fs_of(req);
+	int allowed = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW |
+		      FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_CTIME;
+	struct stat st;
+
+	/* Truncating .control (open with O_TRUNC, "> .control") is a no-op. */
+	if (virtual_of(fs, ino) == VIRTUAL_CONTROL && !(to_set & ~allowed)) {
+		fill_attr(fs, ino, &st);
+		fuse_reply_attr(req, &st, FOREVER);
+		return;
+	}
 	refuse(req);
 }
 
@@ -476,12 +681,6 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 }
 
 static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
-{
-	refuse(req);
-}
-
-static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		     struct fuse_file_info *fi)
 {
 	refuse(req);
 }
@@ -534,6 +733,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.open = fs_open,
 	.read = fs_read,
 	.release = fs_release,
+	.flush = fs_flush,
 	.statfs = fs_statfs,
 	.setattr = fs_setattr,
 	.mknod = fs_mknod,

@@ -6,6 +6,7 @@
  *   dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]
  *   dlcache snapshot SOURCE -o FILE [--threads N]
  *   dlcache stat MOUNT [--json]
+ *   dlcache simulate [OPTIONS]                               (simulate.c)
  *
  * A background mount forks first, before any thread or SQLite connection
  * exists; the child sets everything up, mounts, and only then tells the
@@ -29,11 +30,14 @@
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
 #include "dlcache/options.h"
+#include "dlcache/simulate.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
 
 #define STATS_TOTALS_KEY "stats_totals"
+#define SCORES_FILE "scores.bin"
+#define PREFETCH_WORKERS 4
 
 static void print_cause(const char *what, char *cause, int rc)
 {
@@ -138,7 +142,8 @@ static struct fuse_session *new_session(struct dlc_options *opts, struct dlc_fs_
 	return dlc_fs_session_new(&args, context);
 }
 
-static int serve(struct dlc_options *opts, struct fuse_session *session, int ready_fd)
+static int serve(struct dlc_options *opts, struct fuse_session *session, struct dlc_fetch *fetch,
+		 int ready_fd)
 {
 	struct fuse_loop_config *loop;
 	int rc;
@@ -153,6 +158,10 @@ static int serve(struct dlc_options *opts, struct fuse_session *session, int rea
 	dlc_log(DLC_LOG_INFO, "mounted %s on %s", opts->source, opts->mountpoint);
 	if (ready_fd >= 0)
 		detach(ready_fd, opts->log_level);
+	/* Threads only now: a background mount has forked by this point. */
+	rc = dlc_fetch_start(fetch, PREFETCH_WORKERS);
+	if (rc < 0)
+		dlc_log(DLC_LOG_WARNING, "no prefetch workers: %s", strerror(-rc));
 
 	loop = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(loop, 1);
@@ -186,7 +195,7 @@ static int cmd_mount(int argc, char **argv)
 	struct dlc_fetch *fetch = NULL;
 	struct fuse_session *session = NULL;
 	struct dlc_fs_context context;
-	char *cause = NULL, *totals = NULL;
+	char *cause = NULL, *totals = NULL, *scores_file = NULL;
 	int ready_fd = -1;
 	int rc;
 
@@ -226,10 +235,16 @@ static int cmd_mount(int argc, char **argv)
 	if (dlc_store_meta_get(store, STATS_TOTALS_KEY, &totals) == 0)
 		dlc_stats_totals_decode(&stats, totals);
 	free(totals);
-	rc = dlc_cache_open(store, snapshot, opts.policy, opts.cache_size, &stats, &cache, &cause);
+	if (asprintf(&scores_file, "%s/%s", opts.cache_dir, SCORES_FILE) < 0) {
+		scores_file = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = dlc_cache_open(store, snapshot, opts.policy, opts.cache_size, scores_file, &stats,
+			    &cache, &cause);
 	if (rc < 0)
 		goto out;
-	fetch = dlc_fetch_create(backend, snapshot, cache, &stats);
+	fetch = dlc_fetch_create(backend, snapshot, cache, &stats, opts.cache_max_file);
 	if (!fetch) {
 		rc = -ENOMEM;
 		goto out;
@@ -244,6 +259,7 @@ static int cmd_mount(int argc, char **argv)
 		.policy = dlc_policy_name(opts.policy),
 		.cache_max_file = opts.cache_max_file,
 		.max_background = 64,
+		.mountpoint = opts.mountpoint,
 	};
 	session = new_session(&opts, &context);
 	if (!session) {
@@ -251,7 +267,7 @@ static int cmd_mount(int argc, char **argv)
 		cause = strdup("cannot start the FUSE session; see the message above.");
 		goto out;
 	}
-	rc = serve(&opts, session, ready_fd);
+	rc = serve(&opts, session, fetch, ready_fd);
 	ready_fd = -1;
 out:
 	if (rc < 0)
@@ -259,7 +275,10 @@ out:
 	if (session)
 		fuse_session_destroy(session);
 	dlc_fetch_free(fetch);
+	if (cache)
+		dlc_cache_save_scores(cache);
 	dlc_cache_close(cache);
+	free(scores_file);
 	if (store) {
 		save_totals(store, &stats);
 		dlc_store_close(store);
@@ -376,6 +395,7 @@ static void usage(FILE *out)
 		"usage: dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
 		"       dlcache snapshot SOURCE -o FILE [--threads N]\n"
 		"       dlcache stat MOUNT [--json]\n"
+		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
 		"mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] is the same as dlcache mount;\n"
 		"see dlcache(1) and mount.dlcache(8).\n");
@@ -397,6 +417,8 @@ int main(int argc, char **argv)
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stat") == 0)
 		return cmd_stat(argc - 1, argv + 1);
+	if (strcmp(argv[1], "simulate") == 0)
+		return dlc_simulate_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("dlcache %s (libfuse %s)\n", DLC_VERSION, fuse_pkgversion());
 		return 0;
@@ -405,6 +427,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot or stat (see dlcache --help).\n", argv[1]);
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, stat or simulate (see dlcache --help).\n", argv[1]);
 	return 1;
 }

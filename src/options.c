@@ -497,7 +497,7 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_POLICY:
 		if (dlc_policy_parse(value, &opts->policy) < 0)
 			return parse_fail(state, -EINVAL,
-					  "policy '%s' is unknown; use freeze, lru or none.", value);
+					  "policy '%s' is unknown; use importance, freeze, lru or none.", value);
 		return 0;
 	case KEY_LOG_LEVEL:
 		if (dlc_log_parse_level(value, &opts->log_level) < 0)
@@ -575,7 +575,7 @@ static void set_defaults(struct dlc_options *opts)
 	memset(opts, 0, sizeof(*opts));
 	opts->cache_size = DLC_DEFAULT_CACHE_SIZE;
 	opts->cache_max_file = DLC_DEFAULT_CACHE_MAX_FILE;
-	opts->policy = DLC_POLICY_FREEZE;
+	opts->policy = DLC_POLICY_IMPORTANCE;
 	opts->crawl_threads = DLC_DEFAULT_CRAWL_THREADS;
 	opts->threads = DLC_DEFAULT_THREADS;
 	opts->log_level = DLC_LOG_INFO;
@@ -1019,7 +1019,8 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           root, else ~/.cache/dlcache/HASH)\n"
 		"    cache_size=SIZE        most bytes the cache holds (default: 10G)\n"
 		"    cache_max_file=SIZE    larger files are never cached (default: 64M)\n"
-		"    policy=NAME            freeze, lru or none (default: freeze)\n"
+		"    policy=NAME            importance, freeze, lru or none\n"
+		"                           (default: importance)\n"
 		"    snapshot=FILE          metadata snapshot (default: CACHE_DIR/snapshot.db)\n"
 		"    refresh                crawl the source again and rewrite the snapshot\n"
 		"                           (default: off)\n"

@@ -5,7 +5,9 @@
  * for every inode 1..max_ino, and keeps the sum of those charges (used) at or
  * below the capacity.  It does no I/O, never logs and takes no lock: the
  * caller serializes every call and carries out the evictions it returns.
- * Every operation is O(1) except an admission, which is O(victims).
+ * For freeze, lru and none every operation is O(1) except an admission,
+ * which is O(victims); importance keeps a heap, so its operations are
+ * O(log n) and an admission O((victims + 1) log n).
  *
  * DESIGN
  *
@@ -24,21 +26,32 @@
  *                whose sentinel is links[0]; links[0].next is the most
  *                recently used inode, links[0].prev the least.  An all-zero
  *                array (calloc) is an empty list.
+ *   heap[i]      importance only: the cached inodes as a binary min-heap
+ *                (children of i at 2i+1 and 2i+2), ordered by rank: unknown
+ *                scores (NaN) below every known one, then by score, then by
+ *                inode number, so the order is total and every decision is
+ *                deterministic whatever the heap's layout.
+ *   heap_pos[ino] importance only: where ino sits in heap[], valid while ino
+ *                is cached, so a rescore or a removal finds it in O(1).
  *
- * Memory per inode: none 0 bytes, freeze 8 bytes, lru 16 bytes (plus the
- * struct).  The arrays come from calloc, so untouched pages cost nothing
- * until an inode in them is cached.
+ * The scores themselves belong to the caller (dlc_policy_set_scores); the
+ * policy only reads them, and the caller tells it when one changed so the
+ * heap can be re-keyed.
+ *
+ * Memory per inode: none 0 bytes, freeze 8 bytes, lru 16 bytes, importance
+ * 16 bytes (charge 8, heap_pos 4, heap 4), plus the struct.  The arrays come
+ * from calloc, so untouched pages cost nothing until an inode in them is
+ * cached.
  *
  * Where a policy differs, the code switches on the kind: the admission
- * decision (admit) and the recency order (order_insert, order_remove,
- * order_touch, order_victim).  An "importance" policy slots in there: its
- * order is a min-heap of cached inodes keyed by score with a position array
- * (heap index per inode, another uint32 per inode); order_victim is the heap
- * root, order_touch a no-op, and its admit evicts roots only while they are
- * less important than the candidate.
+ * decision (dlc_policy_admit) and the eviction order (order_insert,
+ * order_remove, order_touch, order_victim).  For importance order_victim is
+ * the heap root and order_touch a no-op; its admission evicts roots only
+ * while they are strictly less important than the candidate.
  */
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,12 +76,17 @@ struct dlc_policy {
 	uint64_t used;             /* sum of the charges of cached inodes, <= capacity */
 	uint64_t *charge;          /* bytes + 1 per inode, 0 = not cached; NULL for none */
 	struct lru_link *links;    /* lru only, else NULL */
+	uint32_t *heap;            /* importance only: cached inodes, min-heap by rank */
+	uint32_t *heap_pos;        /* importance only: index in heap[] per cached inode */
+	uint32_t heap_count;       /* importance only: inodes in heap[] */
+	const float *scores;       /* importance only: the caller's, NULL = all unknown */
 };
 
 static const char *const policy_names[] = {
 	[DLC_POLICY_FREEZE] = "freeze",
 	[DLC_POLICY_LRU] = "lru",
 	[DLC_POLICY_NONE] = "none",
+	[DLC_POLICY_IMPORTANCE] = "importance",
 };
 
 #define POLICY_NAME_COUNT (sizeof(policy_names) / sizeof(policy_names[0]))
@@ -155,8 +173,19 @@ struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacit
 		if (policy->links == NULL)
 			goto err_charge;
 	}
+	if (kind == DLC_POLICY_IMPORTANCE) {
+		/* slots, not max_ino: calloc(0) may be NULL, and one spare is cheap. */
+		policy->heap = calloc(slots, sizeof(*policy->heap));
+		if (policy->heap == NULL)
+			goto err_charge;
+		policy->heap_pos = calloc(slots, sizeof(*policy->heap_pos));
+		if (policy->heap_pos == NULL)
+			goto err_heap;
+	}
 	return policy;
 
+err_heap:
+	free(policy->heap);
 err_charge:
 	free(policy->charge);
 err_policy:
@@ -170,6 +199,8 @@ void dlc_policy_free(struct dlc_policy *policy)
 {
 	if (policy == NULL)
 		return;
+	free(policy->heap_pos);
+	free(policy->heap);
 	free(policy->links);
 	free(policy->charge);
 	free(policy);
@@ -221,16 +252,129 @@ static void lru_push_front(struct lru_link *links, uint32_t ino)
 	links[0].next = ino;
 }
 
+/* Importance order: a min-heap of cached inodes by rank. */
+
+static float score_of(const struct dlc_policy *policy, uint32_t ino)
+{
+	return policy->scores != NULL ? policy->scores[ino] : NAN;
+}
+
+/* Whether a comes before b in the heap: unknown first, then score, then inode. */
+static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
+{
+	float score_a = score_of(policy, a);
+	float score_b = score_of(policy, b);
+
+	if (isnan(score_a) || isnan(score_b)) {
+		if (isnan(score_a) != isnan(score_b))
+			return isnan(score_a);
+	} else if (score_a != score_b) {
+		return score_a < score_b;
+	}
+	return a < b;
+}
+
+/* Whether cached ino is strictly less important than a known score. */
+static bool less_important(const struct dlc_policy *policy, uint32_t ino, float score)
+{
+	float cached_score = score_of(policy, ino);
+
+	return isnan(cached_score) || cached_score < score;
+}
+
+static void heap_place(struct dlc_policy *policy, uint32_t index, uint32_t ino)
+{
+	policy->heap[index] = ino;
+	policy->heap_pos[ino] = index;
+}
+
+/* Moves the inode at index towards the root; returns whether it moved. */
+static bool heap_sift_up(struct dlc_policy *policy, uint32_t index)
+{
+	uint32_t ino = policy->heap[index];
+	uint32_t start = index;
+
+	while (index > 0) {
+		uint32_t parent = (index - 1) / 2;
+
+		if (!ranks_below(policy, ino, policy->heap[parent]))
+			break;
+		heap_place(policy, index, policy->heap[parent]);
+		index = parent;
+	}
+	heap_place(policy, index, ino);
+	return index != start;
+}
+
+static void heap_sift_down(struct dlc_policy *policy, uint32_t index)
+{
+	uint32_t ino = policy->heap[index];
+	uint32_t count = policy->heap_count;
+
+	for (;;) {
+		/* 64-bit: 2 * index + 1 overflows 32 bits for the largest heaps. */
+		uint64_t child = 2 * (uint64_t)index + 1;
+
+		if (child >= count)
+			break;
+		if (child + 1 < count &&
+		    ranks_below(policy, policy->heap[child + 1], policy->heap[child]))
+			child++;
+		if (!ranks_below(policy, policy->heap[child], ino))
+			break;
+		heap_place(policy, index, policy->heap[child]);
+		index = (uint32_t)child;
+	}
+	heap_place(policy, index, ino);
+}
+
+/* The inode at index changed rank: restores the heap order around it. */
+static void heap_fix(struct dlc_policy *policy, uint32_t index)
+{
+	if (!heap_sift_up(policy, index))
+		heap_sift_down(policy, index);
+}
+
+static void heap_push(struct dlc_policy *policy, uint32_t ino)
+{
+	assert(policy->heap_count < policy->max_ino + 1);
+	heap_place(policy, policy->heap_count++, ino);
+	heap_sift_up(policy, policy->heap_count - 1);
+}
+
+static void heap_delete(struct dlc_policy *policy, uint32_t ino)
+{
+	uint32_t index = policy->heap_pos[ino];
+	uint32_t last = policy->heap[--policy->heap_count];
+
+	assert(policy->heap[index] == ino);
+	if (index == policy->heap_count)
+		return;
+	heap_place(policy, index, last);
+	heap_fix(policy, index);
+}
+
+/* Floyd's bottom-up construction: O(n) for a heap whose every key changed. */
+static void heap_build(struct dlc_policy *policy)
+{
+	for (uint32_t index = policy->heap_count / 2; index-- > 0;)
+		heap_sift_down(policy, index);
+}
+
 static void order_insert(struct dlc_policy *policy, uint32_t ino)
 {
 	if (policy->kind == DLC_POLICY_LRU)
 		lru_push_front(policy->links, ino);
+	else if (policy->kind == DLC_POLICY_IMPORTANCE)
+		heap_push(policy, ino);
 }
 
 static void order_remove(struct dlc_policy *policy, uint32_t ino)
 {
 	if (policy->kind == DLC_POLICY_LRU)
 		lru_unlink(policy->links, ino);
+	else if (policy->kind == DLC_POLICY_IMPORTANCE)
+		heap_delete(policy, ino);
 }
 
 static void order_touch(struct dlc_policy *policy, uint32_t ino)
@@ -246,6 +390,8 @@ static uint32_t order_victim(const struct dlc_policy *policy)
 {
 	if (policy->kind == DLC_POLICY_LRU)
 		return policy->links[0].prev;
+	if (policy->kind == DLC_POLICY_IMPORTANCE && policy->heap_count > 0)
+		return policy->heap[0];
 	return 0;
 }
 
@@ -260,15 +406,21 @@ static void record(struct dlc_policy *policy, uint32_t ino, uint64_t bytes)
 	order_insert(policy, ino);
 }
 
-static void forget(struct dlc_policy *policy, uint32_t ino)
+/* Drops ino's charge; the caller has already taken it out of the order. */
+static void release(struct dlc_policy *policy, uint32_t ino)
 {
 	uint64_t bytes = charged(policy, ino);
 
 	assert(policy->used >= bytes && policy->entries > 0);
-	order_remove(policy, ino);
 	policy->charge[ino] = 0;
 	policy->used -= bytes;
 	policy->entries--;
+}
+
+static void forget(struct dlc_policy *policy, uint32_t ino)
+{
+	order_remove(policy, ino);
+	release(policy, ino);
 }
 
 /*
@@ -305,6 +457,53 @@ static int evict_and_admit(struct dlc_policy *policy, uint32_t ino, uint64_t byt
 	return 1;
 }
 
+/*
+ * importance: admits when there is room; otherwise, for a known score only,
+ * pops the heap's minima while ino does not fit and each is strictly less
+ * important than ino.  When those cannot make room (or the victim list cannot
+ * grow), the popped minima are pushed back and nothing is evicted: the cached
+ * set is as it was, and since the heap order is total no later decision can
+ * tell that the heap's layout changed.
+ */
+static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
+			    struct dlc_ino_list *victims)
+{
+	float score = score_of(policy, ino);
+	uint64_t freed = 0;
+	int rc = 0;
+
+	if (fits(policy, bytes)) {
+		record(policy, ino, bytes);
+		return 1;
+	}
+	if (bytes > policy->capacity || bytes > MAX_CHARGE || isnan(score))
+		return 0;
+	while (bytes > policy->capacity - (policy->used - freed)) {
+		uint32_t victim = order_victim(policy);
+
+		/* Every charge not yet freed is in the heap, and bytes <= capacity. */
+		assert(victim != 0);
+		if (!less_important(policy, victim, score))
+			goto refuse;
+		rc = ino_list_reserve(victims, victims->count + 1);
+		if (rc < 0)
+			goto refuse;
+		heap_delete(policy, victim);
+		victims->items[victims->count++] = victim;
+		freed += charged(policy, victim);
+	}
+	for (size_t i = 0; i < victims->count; i++)
+		release(policy, victims->items[i]);
+	record(policy, ino, bytes);
+	return 1;
+
+refuse:
+	for (size_t i = victims->count; i-- > 0;)
+		heap_push(policy, victims->items[i]);
+	victims->count = 0;
+	return rc;
+}
+
 int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 		     struct dlc_ino_list *victims)
 {
@@ -326,6 +525,8 @@ int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 		return evict_and_admit(policy, ino, bytes, victims);
 	case DLC_POLICY_NONE:
 		return 0;
+	case DLC_POLICY_IMPORTANCE:
+		return importance_admit(policy, ino, bytes, victims);
 	}
 	return 0;
 }
@@ -357,6 +558,28 @@ void dlc_policy_remove(struct dlc_policy *policy, uint32_t ino)
 		forget(policy, ino);
 }
 
+void dlc_policy_set_scores(struct dlc_policy *policy, const float *scores)
+{
+	if (policy->kind != DLC_POLICY_IMPORTANCE)
+		return;
+	policy->scores = scores;
+	/* Restored entries were keyed by the old scores (none). */
+	heap_build(policy);
+}
+
+void dlc_policy_rescore(struct dlc_policy *policy, uint32_t ino)
+{
+	if (policy->kind == DLC_POLICY_IMPORTANCE && ino_valid(policy, ino) &&
+	    is_cached(policy, ino))
+		heap_fix(policy, policy->heap_pos[ino]);
+}
+
+void dlc_policy_rescore_all(struct dlc_policy *policy)
+{
+	if (policy->kind == DLC_POLICY_IMPORTANCE)
+		heap_build(policy);
+}
+
 bool dlc_policy_contains(const struct dlc_policy *policy, uint32_t ino)
 {
 	return ino_valid(policy, ino) && is_cached(policy, ino);
@@ -375,4 +598,61 @@ uint32_t dlc_policy_entries(const struct dlc_policy *policy)
 uint64_t dlc_policy_capacity(const struct dlc_policy *policy)
 {
 	return policy->capacity;
+}
+
+/* Checks of dlc_policy_verify, one per structure. */
+
+static bool lru_consistent(const struct dlc_policy *policy)
+{
+	const struct lru_link *links = policy->links;
+	uint32_t count = 0;
+
+	for (uint32_t ino = links[0].next; ino != 0; ino = links[ino].next) {
+		if (!ino_valid(policy, ino) || !is_cached(policy, ino) ||
+		    links[links[ino].next].prev != ino || ++count > policy->entries)
+			return false;
+	}
+	return count == policy->entries && links[links[0].next].prev == 0;
+}
+
+static bool heap_consistent(const struct dlc_policy *policy)
+{
+	if (policy->heap_count != policy->entries)
+		return false;
+	for (uint32_t index = 0; index < policy->heap_count; index++) {
+		uint32_t ino = policy->heap[index];
+
+		if (!ino_valid(policy, ino) || !is_cached(policy, ino) ||
+		    policy->heap_pos[ino] != index)
+			return false;
+		if (index > 0 && ranks_below(policy, ino, policy->heap[(index - 1) / 2]))
+			return false;
+	}
+	return true;
+}
+
+int dlc_policy_verify(const struct dlc_policy *policy)
+{
+	uint64_t used = 0;
+	uint32_t entries = 0;
+
+	if (policy->used > policy->capacity)
+		return -EUCLEAN;
+	if (policy->charge == NULL)
+		return policy->used == 0 && policy->entries == 0 ? 0 : -EUCLEAN;
+	if (policy->charge[0] != 0)
+		return -EUCLEAN;
+	for (uint32_t ino = 1; ino <= policy->max_ino; ino++) {
+		if (is_cached(policy, ino)) {
+			used += charged(policy, ino);
+			entries++;
+		}
+	}
+	if (used != policy->used || entries != policy->entries)
+		return -EUCLEAN;
+	if (policy->kind == DLC_POLICY_LRU && !lru_consistent(policy))
+		return -EUCLEAN;
+	if (policy->kind == DLC_POLICY_IMPORTANCE && !heap_consistent(policy))
+		return -EUCLEAN;
+	return 0;
 }

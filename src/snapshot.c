@@ -47,6 +47,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "dlcache/cause.h"
 #include "dlcache/snapshot.h"
@@ -62,6 +63,7 @@ struct dlc_snapshot {
 	size_t pool_len;
 	char *source;
 	uint64_t total_bytes;
+	uint64_t id;                 /* xxh3 of nodes and pool: the namespace's identity */
 };
 
 /*
@@ -1068,6 +1070,8 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	}
 	shrink_array(&snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes));
 	shrink_array(&snapshot->pool, snapshot->pool_len);
+	snapshot->id = XXH3_64bits(snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes)) ^
+		       XXH3_64bits(snapshot->pool, snapshot->pool_len);
 	*out = snapshot;
 	return 0;
 
@@ -1221,6 +1225,11 @@ int dlc_snapshot_path(const struct dlc_snapshot *snapshot, uint64_t ino, char *b
 const char *dlc_snapshot_source(const struct dlc_snapshot *snapshot)
 {
 	return snapshot->source;
+}
+
+uint64_t dlc_snapshot_id(const struct dlc_snapshot *snapshot)
+{
+	return snapshot->id;
 }
 
 uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot)

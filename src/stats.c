@@ -261,6 +261,8 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_fixed(&w, "hit_ratio",
 		   lookups ? (double)counters[DLC_STAT_HITS] / (double)lookups : 0.0, 4);
 	json_string(&w, "last_error", last_error);
+	json_uint(&w, "epoch", gauges->epoch);
+	json_uint(&w, "scored_samples", gauges->scores_known);
 
 	json_open(&w, "remote_ops");
 	for (int i = 0; i < DLC_BACKEND_OP_COUNT; i++)

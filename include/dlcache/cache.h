@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "dlcache/policy.h"
+#include "dlcache/scores.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
@@ -28,17 +29,38 @@ struct dlc_cache_gauges {
 	uint64_t entries;
 	uint64_t capacity;
 	bool admission;         /* false once the cache disk was found full */
+	uint64_t scores_known;  /* samples with a known importance */
 };
 
 /*
- * Builds the cache over store for the inodes of snapshot, restoring the
+ * Builds the cache over store for the inodes of snapshot, loading the scores
+ * saved in scores_file (NULL: none) for this snapshot and restoring the
  * persisted entries whose path, size and mtime still match the snapshot (the
  * others are dropped).  0, or -errno with *cause.
  */
 int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
-		   enum dlc_policy_kind kind, uint64_t capacity, struct dlc_stats *stats,
-		   struct dlc_cache **out, char **cause);
+		   enum dlc_policy_kind kind, uint64_t capacity, const char *scores_file,
+		   struct dlc_stats *stats, struct dlc_cache **out, char **cause);
 void dlc_cache_close(struct dlc_cache *cache);
+
+/* Writes the scores to the scores file given at open (crash-safe); 0 or -errno. */
+int dlc_cache_save_scores(struct dlc_cache *cache);
+
+/*
+ * Sets the scores of n samples (NaN forgets one) and re-keys the cached ones,
+ * under one lock acquisition.
+ */
+void dlc_cache_set_scores(struct dlc_cache *cache, const uint32_t *inos, const float *values,
+			  size_t n);
+
+/* Every score becomes unknown. */
+void dlc_cache_reset_scores(struct dlc_cache *cache);
+
+/* True when ino's bytes are cached and ready to serve. */
+bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino);
+
+/* The relative paths of the ready entries, one per line, malloc'd in *text. */
+int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len);
 
 /*
  * Copies the cached bytes of regular file ino (size bytes, its snapshot

@@ -6,11 +6,16 @@
  * Samples are small, so a miss reads the whole file.  Files larger than the
  * mount's cache_max_file are never cached: they are read from the source in
  * the ranges asked for (the "direct" calls below).
+ *
+ * Prefetch requests (from .control) wait in a bounded queue for a few worker
+ * threads, which fetch each like a miss, through the same flights, so a
+ * reader arriving during a prefetch shares it.
  */
 #ifndef DLCACHE_FETCH_H
 #define DLCACHE_FETCH_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,9 +35,10 @@ void dlc_blob_put(struct dlc_blob *blob);
 
 struct dlc_fetch; /* opaque */
 
-/* NULL on ENOMEM.  The arguments must outlive the fetcher. */
+/* NULL on ENOMEM.  The arguments must outlive the fetcher; files larger than
+ * max_file are never prefetched. */
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
-				   struct dlc_cache *cache, struct dlc_stats *stats);
+				   struct dlc_cache *cache, struct dlc_stats *stats, uint64_t max_file);
 void dlc_fetch_free(struct dlc_fetch *fetch);
 
 /*
@@ -42,6 +48,22 @@ void dlc_fetch_free(struct dlc_fetch *fetch);
  * -o refresh); -ENOMEM.
  */
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
+
+/* Starts workers threads that serve prefetch requests; call after
+ * daemonizing.  0 or -errno. */
+int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers);
+
+/*
+ * Queues a background fetch of regular file ino that goes through admission
+ * like a miss (skipped if it is cached by then).  Returns false when the
+ * queue (DLC_FETCH_QUEUE entries) is full and the request was dropped.
+ */
+bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino);
+
+/* Stops the workers (dropping queued requests) and waits for them. */
+void dlc_fetch_stop(struct dlc_fetch *fetch);
+
+#define DLC_FETCH_QUEUE 65536
 
 /* Range reads from the source for files too large to cache (counted as bypasses). */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out);

@@ -1,7 +1,8 @@
 /*
  * fs.h - the FUSE low-level file system: the only code that replies to the
  * kernel.  It serves the namespace from the snapshot, file bytes through
- * fetch.c, and the virtual files at the mount root (.stats).
+ * fetch.c, and the virtual files at the mount root: .stats (JSON), .control
+ * (the job writes importance and commands), .cached (the cached paths).
  */
 #ifndef DLCACHE_FS_H
 #define DLCACHE_FS_H
@@ -26,10 +27,13 @@ struct dlc_fs_context {
 	const char *policy;
 	uint64_t cache_max_file;     /* larger files are read from the source directly */
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
+	const char *mountpoint;      /* absolute; .control accepts it as a path prefix */
 };
 
-/* Name of the statistics file at the mount root. */
+/* The virtual files at the mount root (hidden from listings). */
 #define DLC_FS_STATS_NAME ".stats"
+#define DLC_FS_CONTROL_NAME ".control"
+#define DLC_FS_CACHED_NAME ".cached"
 
 /*
  * Creates the FUSE session for context with the command-line args (kernel

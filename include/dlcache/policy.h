@@ -11,6 +11,13 @@
  *           this keeps a hit ratio equal to the cache fraction, which is optimal.
  *   lru     admit always (if it fits at all), evict least recently used first.
  *   none    admit nothing.
+ *   importance  (SHADE) keep the samples with the highest scores: cached
+ *           entries sit in a min-heap by score; a miss is admitted if there is
+ *           room, otherwise only if its score is strictly greater than the
+ *           heap's minimum, evicting minima (each strictly below it) until it
+ *           fits.  An unknown score (NaN) ranks below every known one, and an
+ *           unknown-scored miss never evicts: with no scores at all this is
+ *           freeze.
  *
  * The same code runs in the daemon and in the simulator.
  */
@@ -25,6 +32,7 @@ enum dlc_policy_kind {
 	DLC_POLICY_FREEZE = 0,
 	DLC_POLICY_LRU,
 	DLC_POLICY_NONE,
+	DLC_POLICY_IMPORTANCE,
 };
 
 /* A growable list of inodes (victims of an admission). */
@@ -36,15 +44,16 @@ struct dlc_ino_list {
 
 void dlc_ino_list_free(struct dlc_ino_list *list);
 
-/* "freeze", "lru", "none" -> kind; 0 or -EINVAL. */
+/* "freeze", "lru", "none", "importance" -> kind; 0 or -EINVAL. */
 int dlc_policy_parse(const char *name, enum dlc_policy_kind *out);
 const char *dlc_policy_name(enum dlc_policy_kind kind);
 
 struct dlc_policy; /* opaque */
 
 /* A policy for inodes 1..max_ino holding at most capacity bytes; NULL on ENOMEM
- * (errno EINVAL for an unknown kind).  Memory: none 0, freeze 8, lru 16 bytes
- * per inode (calloc'd, so pages of never-cached inodes cost nothing). */
+ * (errno EINVAL for an unknown kind).  Memory: none 0, freeze 8, lru 16,
+ * importance 16 bytes per inode (calloc'd, so pages of never-cached inodes
+ * cost nothing). */
 struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacity,
 				     uint32_t max_ino);
 void dlc_policy_free(struct dlc_policy *policy);
@@ -57,6 +66,9 @@ enum dlc_policy_kind dlc_policy_kind(const struct dlc_policy *policy);
  * admitted (an already cached ino asserts in debug builds and gives 0),
  * -ENOMEM (the policy is unchanged), or -EINVAL for ino outside 1..max_ino.
  * victims starts as { 0 } and is reused across calls; dlc_ino_list_free it.
+ * importance: "coldest first" is lowest rank first (unknown, then lowest
+ * score, then lowest inode); an admission that cannot make room from
+ * entries strictly less important than ino evicts nothing and gives 0.
  */
 int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 		     struct dlc_ino_list *victims);
@@ -73,9 +85,31 @@ void dlc_policy_hit(struct dlc_policy *policy, uint32_t ino);
 /* Forgets ino (its bytes were dropped); a no-op when it is not cached. */
 void dlc_policy_remove(struct dlc_policy *policy, uint32_t ino);
 
+/*
+ * Gives an importance policy the per-inode scores it ranks by: scores has
+ * max_ino + 1 floats indexed by inode, NaN meaning unknown, and outlives the
+ * policy.  Call before the first admit or restore (called later, it re-keys
+ * what is cached in O(n)); other kinds ignore it.  Without it, every score is
+ * unknown.
+ */
+void dlc_policy_set_scores(struct dlc_policy *policy, const float *scores);
+
+/* scores[ino] changed: a cached entry is re-keyed in O(log n). */
+void dlc_policy_rescore(struct dlc_policy *policy, uint32_t ino);
+
+/* Many scores changed (a reset): every cached entry is re-keyed in O(n). */
+void dlc_policy_rescore_all(struct dlc_policy *policy);
+
 bool dlc_policy_contains(const struct dlc_policy *policy, uint32_t ino);
 uint64_t dlc_policy_used(const struct dlc_policy *policy);
 uint32_t dlc_policy_entries(const struct dlc_policy *policy);
 uint64_t dlc_policy_capacity(const struct dlc_policy *policy);
+
+/*
+ * Checks every internal invariant in O(max_ino): the charges sum to used,
+ * the entries are counted, and the lru list or the importance heap (order,
+ * positions) holds exactly the cached inodes.  0, or -EUCLEAN.  For tests.
+ */
+int dlc_policy_verify(const struct dlc_policy *policy);
 
 #endif

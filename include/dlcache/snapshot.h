@@ -95,6 +95,11 @@ int dlc_snapshot_path(const struct dlc_snapshot *snapshot, uint64_t ino, char *b
 /* The source the snapshot was built from, as recorded in the file. */
 const char *dlc_snapshot_source(const struct dlc_snapshot *snapshot);
 
+/* The namespace's identity: equal for two loads of snapshots of the same tree
+ * (names, sizes, modes, times), different when anything differs.  Keys what
+ * is saved per inode (scores). */
+uint64_t dlc_snapshot_id(const struct dlc_snapshot *snapshot);
+
 /* Sum of the sizes of regular files, and bytes held by the in-memory index. */
 uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot);
 size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot);

@@ -58,6 +58,8 @@ struct dlc_stats_gauges {
 	uint64_t index_memory;         /* bytes of the in-memory snapshot index */
 	uint64_t backend_calls[DLC_BACKEND_OP_COUNT];
 	uint64_t backend_errors;
+	uint64_t epoch;                /* the last "epoch N" written to .control */
+	uint64_t scores_known;         /* samples with a known importance */
 };
 
 void dlc_stats_init(struct dlc_stats *stats);

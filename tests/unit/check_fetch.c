@@ -54,8 +54,8 @@ static void open_all(enum dlc_policy_kind kind, uint64_t capacity, uint64_t dela
 	ck_assert_int_eq(dlc_snapshot_build(backend, snap_file, &build, NULL, &cause), 0);
 	ck_assert_int_eq(dlc_snapshot_load(snap_file, &snapshot, &cause), 0);
 	ck_assert_int_eq(dlc_store_open(cache_dir, &store, &cause), 0);
-	ck_assert_int_eq(dlc_cache_open(store, snapshot, kind, capacity, &stats, &cache, &cause), 0);
-	fetch = dlc_fetch_create(backend, snapshot, cache, &stats);
+	ck_assert_int_eq(dlc_cache_open(store, snapshot, kind, capacity, NULL, &stats, &cache, &cause), 0);
+	fetch = dlc_fetch_create(backend, snapshot, cache, &stats, 1 << 30);
 	ck_assert_ptr_nonnull(fetch);
 }
 

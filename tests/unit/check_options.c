@@ -145,7 +145,7 @@ struct good_case {
 static const struct good_case good_cases[] = {
 	{ { "mount.dlcache", "/src", "/mnt", NULL },
 	  "source=/src mountpoint=/mnt cache_dir=(null) snapshot=(null) "
-	  "cache_size=10737418240 cache_max_file=67108864 policy=0 refresh=0 "
+	  "cache_size=10737418240 cache_max_file=67108864 policy=3 refresh=0 "
 	  "crawl_threads=16 threads=16 foreground=0 debug=0 allow_other=0 help=0 "
 	  "version=0 log_level=2 delay_ns=0 bandwidth=0 fail_every=0 "
 	  "kernel_opts=" BASE_KERNEL },

@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ START_TEST(test_parse_and_name_round_trip)
 		{ "freeze", DLC_POLICY_FREEZE },
 		{ "lru", DLC_POLICY_LRU },
 		{ "none", DLC_POLICY_NONE },
+		{ "importance", DLC_POLICY_IMPORTANCE },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -94,7 +96,8 @@ END_TEST
 START_TEST(test_parse_rejects_unknown_names)
 {
 	static const char *const bad[] = {
-		"", "LRU", "Freeze", "lru ", " lru", "fifo", "importance", "freezer", "no",
+		"", "LRU", "Freeze", "lru ", " lru", "fifo", "Importance", "importance ",
+		"import", "freezer", "no",
 	};
 	enum dlc_policy_kind kind = DLC_POLICY_LRU;
 
@@ -376,7 +379,9 @@ END_TEST
 
 START_TEST(test_remove_frees_bytes)
 {
-	static const enum dlc_policy_kind kinds[] = { DLC_POLICY_FREEZE, DLC_POLICY_LRU };
+	static const enum dlc_policy_kind kinds[] = {
+		DLC_POLICY_FREEZE, DLC_POLICY_LRU, DLC_POLICY_IMPORTANCE,
+	};
 	struct dlc_policy *policy = make_policy(kinds[_i], 10, 10);
 	struct dlc_ino_list victims = { 0 };
 
@@ -407,7 +412,9 @@ END_TEST
 
 START_TEST(test_zero_byte_files_are_cached)
 {
-	static const enum dlc_policy_kind kinds[] = { DLC_POLICY_FREEZE, DLC_POLICY_LRU };
+	static const enum dlc_policy_kind kinds[] = {
+		DLC_POLICY_FREEZE, DLC_POLICY_LRU, DLC_POLICY_IMPORTANCE,
+	};
 	struct dlc_policy *policy = make_policy(kinds[_i], 0, 10);
 	struct dlc_ino_list victims = { 0 };
 
@@ -449,7 +456,7 @@ END_TEST
 START_TEST(test_inode_out_of_range)
 {
 	static const enum dlc_policy_kind kinds[] = {
-		DLC_POLICY_FREEZE, DLC_POLICY_LRU, DLC_POLICY_NONE,
+		DLC_POLICY_FREEZE, DLC_POLICY_LRU, DLC_POLICY_NONE, DLC_POLICY_IMPORTANCE,
 	};
 	struct dlc_policy *policy = make_policy(kinds[_i], 100, 10);
 	struct dlc_ino_list victims = { 0 };
@@ -493,12 +500,386 @@ START_TEST(test_none_admits_nothing)
 }
 END_TEST
 
+/* --- importance -------------------------------------------------------- */
+
+#define IMPORTANCE_MAX_INO 16
+
+/* scores[ino] for an importance policy over inodes 1..IMPORTANCE_MAX_INO. */
+struct score_table {
+	float values[IMPORTANCE_MAX_INO + 1];
+};
+
+/* A policy ranking by table, every score unknown until a test sets it. */
+static struct dlc_policy *make_importance(struct score_table *table, uint64_t capacity)
+{
+	struct dlc_policy *policy = make_policy(DLC_POLICY_IMPORTANCE, capacity,
+						IMPORTANCE_MAX_INO);
+
+	for (size_t i = 0; i < ARRAY_SIZE(table->values); i++)
+		table->values[i] = NAN;
+	dlc_policy_set_scores(policy, table->values);
+	return policy;
+}
+
+/* One offer in a scripted run: who, how big, and what must happen. */
+struct importance_step {
+	uint32_t ino;
+	uint64_t bytes;
+	int admitted;
+	size_t victim_count;
+	uint32_t victims[4];
+};
+
+static void run_importance_steps(struct dlc_policy *policy, const struct importance_step *steps,
+				 size_t count)
+{
+	struct dlc_ino_list victims = { 0 };
+
+	for (size_t i = 0; i < count; i++) {
+		uint64_t used = dlc_policy_used(policy);
+		uint64_t freed = 0;
+
+		ck_assert_msg(dlc_policy_admit(policy, steps[i].ino, steps[i].bytes, &victims) ==
+				      steps[i].admitted,
+			      "step %zu: inode %u", i, steps[i].ino);
+		assert_victims(&victims, steps[i].victims, steps[i].victim_count);
+		ck_assert(dlc_policy_contains(policy, steps[i].ino) == (steps[i].admitted == 1));
+		for (size_t v = 0; v < steps[i].victim_count; v++) {
+			ck_assert(!dlc_policy_contains(policy, steps[i].victims[v]));
+			freed++;        /* every entry in these scripts is charged 1 byte */
+		}
+		if (steps[i].admitted)
+			ck_assert_uint_eq(dlc_policy_used(policy), used - freed + steps[i].bytes);
+		else
+			ck_assert_uint_eq(dlc_policy_used(policy), used);
+		ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	}
+	dlc_ino_list_free(&victims);
+}
+
+START_TEST(test_importance_admits_by_score)
+{
+	/* Inode -> score; 7 ties with 2, 8 is unknown. */
+	static const float scores[IMPORTANCE_MAX_INO + 1] = {
+		[1] = 5, [2] = 3, [3] = 8, [4] = 1, [5] = 4, [6] = 9, [7] = 3, [8] = NAN,
+		[9] = 6, [10] = 2, [11] = 10,
+	};
+	/* Capacity 3 bytes; the cache after each step in brackets, lowest first. */
+	static const struct importance_step steps[] = {
+		{ 1, 1, 1, 0, { 0 } },          /* [5]         room */
+		{ 2, 1, 1, 0, { 0 } },          /* [3 5]       room */
+		{ 3, 1, 1, 0, { 0 } },          /* [3 5 8]     full */
+		{ 4, 1, 0, 0, { 0 } },          /* 1 < 3: refused */
+		{ 5, 1, 1, 1, { 2 } },          /* [4 5 8]     4 > 3 */
+		{ 7, 1, 0, 0, { 0 } },          /* 3 < 4 */
+		{ 8, 1, 0, 0, { 0 } },          /* unknown never evicts */
+		{ 6, 1, 1, 1, { 5 } },          /* [5 8 9] */
+		{ 9, 2, 0, 0, { 0 } },          /* would need 8 to go too: nothing goes */
+		{ 9, 1, 1, 1, { 1 } },          /* [6 8 9] */
+		{ 10, 1, 0, 0, { 0 } },
+		{ 11, 2, 1, 2, { 9, 3 } },      /* [9 10]      lowest first */
+		{ 4, 0, 1, 0, { 0 } },          /* [1 9 10]    a 0-byte file fits */
+		{ 3, 1, 0, 0, { 0 } },          /* 8 < 9, and 4 alone frees nothing */
+		{ 5, 4, 0, 0, { 0 } },          /* larger than the cache */
+		{ 2, 1, 0, 0, { 0 } },
+	};
+	struct score_table table;
+	struct dlc_policy *policy = make_importance(&table, 3);
+
+	memcpy(table.values, scores, sizeof(scores));
+	run_importance_steps(policy, steps, ARRAY_SIZE(steps));
+	ck_assert_uint_eq(dlc_policy_entries(policy), 3);
+	ck_assert_uint_eq(dlc_policy_used(policy), 3);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+START_TEST(test_importance_equal_score_never_evicts)
+{
+	static const struct importance_step steps[] = {
+		{ 1, 1, 1, 0, { 0 } },
+		{ 2, 1, 1, 0, { 0 } },
+		{ 3, 1, 0, 0, { 0 } },          /* 1.0 is not more than 1.0 */
+		{ 4, 1, 0, 0, { 0 } },          /* though inode 4 ranks above on a tie */
+		{ 5, 1, 1, 1, { 1 } },          /* 1.5 evicts, the lower inode first */
+		{ 6, 1, 1, 1, { 2 } },
+		{ 3, 1, 0, 0, { 0 } },          /* [1.5 1.5]: 1.0 cannot come back */
+	};
+	struct score_table table;
+	struct dlc_policy *policy = make_importance(&table, 2);
+
+	for (uint32_t ino = 1; ino <= 4; ino++)
+		table.values[ino] = 1.0f;
+	table.values[5] = 1.5f;
+	table.values[6] = 1.5f;
+	run_importance_steps(policy, steps, ARRAY_SIZE(steps));
+	/* Inode 9 ranks above 5 and 6 on the tie, and still evicts neither. */
+	table.values[9] = 1.5f;
+	run_importance_steps(policy, &(struct importance_step){ 9, 1, 0, 0, { 0 } }, 1);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+START_TEST(test_importance_unknown_never_evicts_but_is_evicted)
+{
+	static const struct importance_step steps[] = {
+		{ 1, 1, 1, 0, { 0 } },          /* unknown scores fill the room */
+		{ 2, 1, 1, 0, { 0 } },
+		{ 3, 1, 0, 0, { 0 } },          /* an unknown miss never evicts */
+		{ 4, 1, 1, 1, { 1 } },          /* any known score does: -1000 > unknown */
+		{ 3, 1, 0, 0, { 0 } },
+		{ 5, 1, 1, 1, { 2 } },          /* -2000 too */
+		{ 6, 1, 0, 0, { 0 } },          /* -3000 < -2000 */
+		{ 7, 1, 1, 1, { 5 } },          /* 0 > -2000 */
+	};
+	struct score_table table;
+	struct dlc_policy *policy = make_importance(&table, 2);
+
+	table.values[4] = -1000.0f;
+	table.values[5] = -2000.0f;
+	table.values[6] = -3000.0f;
+	table.values[7] = 0.0f;
+	run_importance_steps(policy, steps, ARRAY_SIZE(steps));
+	dlc_policy_free(policy);
+}
+END_TEST
+
+START_TEST(test_importance_without_scores_is_freeze)
+{
+	/* No dlc_policy_set_scores at all: the freeze script, decision by decision. */
+	enum { SAMPLES = 300, OFFERS = 3000 };
+	struct dlc_policy *importance = make_policy(DLC_POLICY_IMPORTANCE, 100, SAMPLES);
+	struct dlc_policy *freeze = make_policy(DLC_POLICY_FREEZE, 100, SAMPLES);
+	struct dlc_ino_list victims = { 0 };
+	uint64_t rng = 7;
+
+	for (unsigned i = 0; i < OFFERS; i++) {
+		uint32_t ino = 1 + random_below(&rng, SAMPLES);
+		uint64_t bytes = random_below(&rng, 5);
+
+		if (dlc_policy_contains(freeze, ino)) {
+			FAST_ASSERT_UINT_EQ(dlc_policy_contains(importance, ino), 1);
+			continue;
+		}
+		FAST_ASSERT_UINT_EQ(dlc_policy_admit(importance, ino, bytes, &victims),
+				    dlc_policy_admit(freeze, ino, bytes, &victims));
+		FAST_ASSERT_UINT_EQ(victims.count, 0);
+		dlc_policy_rescore(importance, ino);    /* changes nothing */
+	}
+	ck_assert_uint_eq(dlc_policy_used(importance), dlc_policy_used(freeze));
+	ck_assert_uint_eq(dlc_policy_entries(importance), dlc_policy_entries(freeze));
+	ck_assert_uint_ge(dlc_policy_used(freeze), 96);
+	ck_assert_int_eq(dlc_policy_verify(importance), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(freeze);
+	dlc_policy_free(importance);
+}
+END_TEST
+
+START_TEST(test_importance_rescore_changes_next_victim)
+{
+	/* Inodes 1, 2, 3 cached with scores 1, 2, 3; one rescore, then 4 (score
+	 * 10) needs one slot. */
+	static const struct {
+		uint32_t ino;           /* 0: no rescore */
+		float score;
+		uint32_t victim;
+	} cases[] = {
+		{ 0, 0, 1 },
+		{ 1, 5, 2 },            /* the minimum moves down the heap */
+		{ 3, 0, 3 },            /* a leaf moves up to the root */
+		{ 2, NAN, 2 },          /* forgotten: below every known score */
+		{ 1, 2, 1 },            /* ties with 2: the lower inode goes */
+		{ 2, 0.5f, 2 },
+		{ 4, -5, 1 },           /* 4 is not cached: a no-op on the heap */
+		{ 3, 3, 1 },            /* the same score again: nothing moves */
+	};
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		struct score_table table;
+		struct dlc_policy *policy = make_importance(&table, 3);
+		struct dlc_ino_list victims = { 0 };
+
+		for (uint32_t ino = 1; ino <= 3; ino++) {
+			table.values[ino] = (float)ino;
+			ck_assert_int_eq(dlc_policy_admit(policy, ino, 1, &victims), 1);
+		}
+		if (cases[c].ino != 0) {
+			table.values[cases[c].ino] = cases[c].score;
+			dlc_policy_rescore(policy, cases[c].ino);
+			ck_assert_int_eq(dlc_policy_verify(policy), 0);
+		}
+		table.values[4] = 10;
+		ck_assert_int_eq(dlc_policy_admit(policy, 4, 1, &victims), 1);
+		ck_assert_msg(victims.count == 1 && victims.items[0] == cases[c].victim,
+			      "case %zu: evicted %u, not %u", c,
+			      victims.count ? victims.items[0] : 0, cases[c].victim);
+		ck_assert_int_eq(dlc_policy_verify(policy), 0);
+		dlc_ino_list_free(&victims);
+		dlc_policy_free(policy);
+	}
+}
+END_TEST
+
+START_TEST(test_importance_rescore_all)
+{
+	struct score_table table;
+	struct dlc_policy *policy = make_importance(&table, 3);
+	struct dlc_ino_list victims = { 0 };
+	static const struct importance_step after_reversal[] = {
+		{ 5, 1, 1, 1, { 3 } },          /* 3 is now the least important */
+	};
+	static const struct importance_step after_reset[] = {
+		{ 6, 1, 0, 0, { 0 } },          /* a NaN miss cannot evict NaN entries */
+		{ 7, 1, 1, 1, { 1 } },          /* a known one evicts them, by inode */
+		{ 8, 1, 1, 1, { 2 } },
+		{ 9, 1, 1, 1, { 5 } },
+		{ 10, 1, 0, 0, { 0 } },         /* [0 0 0]: equal, so no more */
+	};
+
+	for (uint32_t ino = 1; ino <= 3; ino++) {
+		table.values[ino] = (float)ino;
+		ck_assert_int_eq(dlc_policy_admit(policy, ino, 1, &victims), 1);
+	}
+	/* Reverse the order behind the policy's back, then re-key everything. */
+	for (uint32_t ino = 1; ino <= 3; ino++)
+		table.values[ino] = (float)(4 - ino);
+	table.values[5] = 2.5f;
+	dlc_policy_rescore_all(policy);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	run_importance_steps(policy, after_reversal, ARRAY_SIZE(after_reversal));
+
+	/* A reset: every score unknown. */
+	for (size_t i = 0; i < ARRAY_SIZE(table.values); i++)
+		table.values[i] = NAN;
+	dlc_policy_rescore_all(policy);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	for (uint32_t ino = 7; ino <= 10; ino++)
+		table.values[ino] = 0.0f;
+	run_importance_steps(policy, after_reset, ARRAY_SIZE(after_reset));
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+START_TEST(test_importance_large_file_evicts_nothing)
+{
+	struct score_table table;
+	struct dlc_policy *policy = make_importance(&table, 10);
+	struct dlc_ino_list victims = { 0 };
+	static const uint32_t lower_two[] = { 1, 2 };
+
+	table.values[1] = 1;
+	table.values[2] = 5;
+	table.values[3] = 9;
+	table.values[4] = 6;
+	ck_assert_int_eq(dlc_policy_admit(policy, 1, 3, &victims), 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 2, 3, &victims), 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 3, 4, &victims), 1);
+	/* 7 bytes: 1 and 2 (less important than 6) free only 6; 3 (9) stays. */
+	victims.count = 99;
+	ck_assert_int_eq(dlc_policy_admit(policy, 4, 7, &victims), 0);
+	ck_assert_uint_eq(victims.count, 0);
+	for (uint32_t ino = 1; ino <= 3; ino++)
+		ck_assert(dlc_policy_contains(policy, ino));
+	ck_assert(!dlc_policy_contains(policy, 4));
+	ck_assert_uint_eq(dlc_policy_used(policy), 10);
+	ck_assert_uint_eq(dlc_policy_entries(policy), 3);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	/* Larger than the whole cache, whatever the score. */
+	table.values[5] = 100;
+	ck_assert_int_eq(dlc_policy_admit(policy, 5, 11, &victims), 0);
+	ck_assert_int_eq(dlc_policy_admit(policy, 5, UINT64_MAX, &victims), 0);
+	ck_assert_uint_eq(victims.count, 0);
+	/* The refused attempt left the order intact: 6 bytes evict 1 then 2. */
+	ck_assert_int_eq(dlc_policy_admit(policy, 4, 6, &victims), 1);
+	assert_victims(&victims, lower_two, 2);
+	ck_assert_uint_eq(dlc_policy_used(policy), 10);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+START_TEST(test_importance_restore_and_remove)
+{
+	struct score_table table;
+	struct dlc_policy *policy = make_policy(DLC_POLICY_IMPORTANCE, 4, IMPORTANCE_MAX_INO);
+	struct dlc_ino_list victims = { 0 };
+	static const uint32_t fourth[] = { 4 };
+	static const uint32_t thirteenth[] = { 13 };
+
+	for (size_t i = 0; i < ARRAY_SIZE(table.values); i++)
+		table.values[i] = 10.0f - (float)i;
+	/* Restored at mount before the scores are known (no order yet)... */
+	for (uint32_t ino = 1; ino <= 4; ino++)
+		ck_assert_int_eq(dlc_policy_restore(policy, ino, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 5, 1), -ENOSPC);
+	ck_assert_int_eq(dlc_policy_restore(policy, 4, 0), -EEXIST);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	/* ...then keyed by them: 4 (score 6) is the least important. */
+	dlc_policy_set_scores(policy, table.values);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_policy_remove(policy, 4);
+	dlc_policy_remove(policy, 4);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 4, 1), 0);
+	table.values[12] = 100;
+	ck_assert_int_eq(dlc_policy_admit(policy, 12, 1, &victims), 1);
+	assert_victims(&victims, fourth, 1);
+	/* Removing from the middle of the heap keeps it ordered. */
+	dlc_policy_remove(policy, 2);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	ck_assert_int_eq(dlc_policy_admit(policy, 13, 1, &victims), 1);
+	ck_assert_uint_eq(victims.count, 0);
+	table.values[14] = 100;
+	ck_assert_int_eq(dlc_policy_admit(policy, 14, 1, &victims), 1);
+	assert_victims(&victims, thirteenth, 1);            /* score -3 */
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+START_TEST(test_scores_are_ignored_by_other_kinds)
+{
+	static const struct {
+		enum dlc_policy_kind kind;
+		int admitted;
+		size_t victim_count;
+	} expected[] = {
+		{ DLC_POLICY_FREEZE, 0, 0 },
+		{ DLC_POLICY_LRU, 1, 1 },
+		{ DLC_POLICY_NONE, 0, 0 },
+	};
+	float scores[4] = { NAN, 3, 2, 1 };
+	struct dlc_policy *policy = make_policy(expected[_i].kind, 2, 3);
+	struct dlc_ino_list victims = { 0 };
+
+	dlc_policy_set_scores(policy, scores);
+	dlc_policy_admit(policy, 1, 1, &victims);
+	dlc_policy_admit(policy, 2, 1, &victims);
+	dlc_policy_rescore(policy, 1);
+	dlc_policy_rescore_all(policy);
+	ck_assert_int_eq(dlc_policy_admit(policy, 3, 1, &victims), expected[_i].admitted);
+	ck_assert_uint_eq(victims.count, expected[_i].victim_count);
+	if (expected[_i].victim_count)
+		ck_assert_uint_eq(victims.items[0], 1);        /* recency, not score */
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
 /* --- the reference model ----------------------------------------------- */
 
 #define MODEL_MAX_INO 64
 #define MODEL_CAPACITY 1000
 
-/* An obviously correct cache: order[0] is the most recent entry. */
+/*
+ * An obviously correct cache: order[0] is the most recent entry; importance
+ * ignores the order and scans for the least important entry instead.
+ */
 struct model {
 	enum dlc_policy_kind kind;
 	uint64_t capacity;
@@ -507,6 +888,8 @@ struct model {
 	uint64_t bytes[MODEL_MAX_INO + 2];
 	uint32_t order[MODEL_MAX_INO + 2];
 	size_t count;
+	const float *scores;    /* importance: shared with the policy */
+	unsigned partial_refusals;      /* importance: lower minima, but too few */
 };
 
 static void model_forget(struct model *m, uint32_t ino)
@@ -541,6 +924,69 @@ static void model_hit(struct model *m, uint32_t ino)
 	model_record(m, ino, bytes);
 }
 
+/* Importance rank, spelled out: unknown lowest, then score, then inode. */
+static bool model_ranks_below(const struct model *m, uint32_t a, uint32_t b)
+{
+	float score_a = m->scores[a], score_b = m->scores[b];
+
+	if (isnan(score_a) && isnan(score_b))
+		return a < b;
+	if (isnan(score_a))
+		return true;
+	if (isnan(score_b))
+		return false;
+	if (score_a < score_b)
+		return true;
+	if (score_a > score_b)
+		return false;
+	return a < b;
+}
+
+/* The least important cached inode not yet taken, 0 when none is left. */
+static uint32_t model_least_important(const struct model *m, const bool *taken)
+{
+	uint32_t best = 0;
+
+	for (uint32_t ino = 1; ino <= MODEL_MAX_INO + 1; ino++) {
+		if (m->cached[ino] && !taken[ino] && (best == 0 || model_ranks_below(m, ino, best)))
+			best = ino;
+	}
+	return best;
+}
+
+static int model_admit_importance(struct model *m, uint32_t ino, uint64_t bytes, uint32_t *out,
+				  size_t *out_count)
+{
+	bool taken[MODEL_MAX_INO + 2] = { false };
+	float score = m->scores[ino];
+	uint64_t freed = 0;
+
+	if (bytes > m->capacity)
+		return 0;
+	if (m->used + bytes <= m->capacity) {
+		model_record(m, ino, bytes);
+		return 1;
+	}
+	if (isnan(score))
+		return 0;
+	while (m->used - freed + bytes > m->capacity) {
+		uint32_t victim = model_least_important(m, taken);
+
+		if (victim == 0 || !(isnan(m->scores[victim]) || m->scores[victim] < score)) {
+			m->partial_refusals += *out_count > 0;
+			*out_count = 0;
+			return 0;
+		}
+		taken[victim] = true;
+		freed += m->bytes[victim];
+		out[(*out_count)++] = victim;
+	}
+	for (size_t v = 0; v < *out_count; v++)
+		model_forget(m, out[v]);
+	model_record(m, ino, bytes);
+	return 1;
+}
+
 /* Returns whether ino was admitted; victims go to out, coldest first. */
 static int model_admit(struct model *m, uint32_t ino, uint64_t bytes, uint32_t *out,
 		       size_t *out_count)
@@ -548,6 +994,8 @@ static int model_admit(struct model *m, uint32_t ino, uint64_t bytes, uint32_t *
 	*out_count = 0;
 	if (m->kind == DLC_POLICY_NONE)
 		return 0;
+	if (m->kind == DLC_POLICY_IMPORTANCE)
+		return model_admit_importance(m, ino, bytes, out, out_count);
 	if (m->kind == DLC_POLICY_FREEZE) {
 		if (m->used + bytes > m->capacity)
 			return 0;
@@ -591,6 +1039,14 @@ static uint64_t random_size(uint64_t *rng)
 	return 1 + random_below(rng, MODEL_CAPACITY / 4);
 }
 
+/* Few distinct values, so that ties are common; one in six unknown. */
+static float random_score(uint64_t *rng)
+{
+	uint32_t pick = random_below(rng, 12);
+
+	return pick < 2 ? NAN : (float)pick - 4.0f;
+}
+
 static void assert_matches_model(const struct dlc_policy *policy, const struct model *m)
 {
 	uint64_t sum = 0;
@@ -605,6 +1061,9 @@ static void assert_matches_model(const struct dlc_policy *policy, const struct m
 			sum += m->bytes[ino];
 	}
 	FAST_ASSERT_UINT_EQ(sum, m->used);
+	/* The lru list or the heap, with its positions, agrees with the charges. */
+	if (dlc_policy_verify(policy) != 0)
+		ck_assert_int_eq(dlc_policy_verify(policy), 0);
 }
 
 static void check_victims_match(const struct dlc_ino_list *victims, const uint32_t *expected,
@@ -618,26 +1077,31 @@ static void check_victims_match(const struct dlc_ino_list *victims, const uint32
 START_TEST(test_random_operations_match_model)
 {
 	static const enum dlc_policy_kind kinds[] = {
-		DLC_POLICY_LRU, DLC_POLICY_FREEZE, DLC_POLICY_NONE,
+		DLC_POLICY_LRU, DLC_POLICY_FREEZE, DLC_POLICY_NONE, DLC_POLICY_IMPORTANCE,
 	};
 	enum { OPERATIONS = 100000 };
 	/* Inode MODEL_MAX_INO + 1 is kept out of the random operations. */
 	struct dlc_policy *policy = make_policy(kinds[_i], MODEL_CAPACITY, MODEL_MAX_INO + 1);
 	struct dlc_ino_list victims = { 0 };
 	struct model *m = calloc(1, sizeof(*m));
+	float scores[MODEL_MAX_INO + 2];
 	uint32_t expected[MODEL_MAX_INO + 2];
 	size_t expected_count;
 	uint64_t rng = 0x5eed0000 + (uint64_t)_i;
-	unsigned admitted = 0, evicted = 0;
+	unsigned admitted = 0, evicted = 0, rescored = 0;
 
 	ck_assert_ptr_nonnull(m);
 	m->kind = kinds[_i];
 	m->capacity = MODEL_CAPACITY;
+	m->scores = scores;
+	for (uint32_t ino = 0; ino <= MODEL_MAX_INO + 1; ino++)
+		scores[ino] = random_score(&rng);
+	dlc_policy_set_scores(policy, scores);
 	for (unsigned op = 0; op < OPERATIONS; op++) {
 		uint32_t ino = 1 + random_below(&rng, MODEL_MAX_INO);
-		uint32_t pick = random_below(&rng, 100);
+		uint32_t pick = random_below(&rng, 1000);
 
-		if (pick < 55) {
+		if (pick < 500) {
 			/* What the daemon does on open: a hit, or a miss and an offer. */
 			if (dlc_policy_contains(policy, ino)) {
 				dlc_policy_hit(policy, ino);
@@ -652,14 +1116,14 @@ START_TEST(test_random_operations_match_model)
 				admitted += (unsigned)want;
 				evicted += (unsigned)expected_count;
 			}
-		} else if (pick < 70) {
+		} else if (pick < 650) {
 			dlc_policy_hit(policy, ino);      /* cached or not */
 			model_hit(m, ino);
-		} else if (pick < 90) {
+		} else if (pick < 830) {
 			dlc_policy_remove(policy, ino);   /* cached or not */
 			if (m->cached[ino])
 				model_forget(m, ino);
-		} else {
+		} else if (pick < 920) {
 			uint64_t bytes = random_size(&rng);
 
 			int want = model_restore(m, ino, bytes);
@@ -667,19 +1131,39 @@ START_TEST(test_random_operations_match_model)
 
 			if (rc != want)
 				ck_assert_int_eq(rc, want);
+		} else if (pick < 995) {
+			/* A new loss for one sample, cached or not. */
+			scores[ino] = random_score(&rng);
+			dlc_policy_rescore(policy, ino);
+			rescored += m->cached[ino];
+		} else {
+			/* A reset (every score unknown) or a new epoch of scores. */
+			bool reset = random_below(&rng, 2) == 0;
+
+			for (uint32_t i = 1; i <= MODEL_MAX_INO + 1; i++)
+				scores[i] = reset ? NAN : random_score(&rng);
+			dlc_policy_rescore_all(policy);
 		}
 		assert_matches_model(policy, m);
 	}
 	if (kinds[_i] != DLC_POLICY_NONE)
 		ck_assert_uint_gt(admitted, 1000);
-	if (kinds[_i] == DLC_POLICY_LRU)
+	if (kinds[_i] == DLC_POLICY_LRU || kinds[_i] == DLC_POLICY_IMPORTANCE)
 		ck_assert_uint_gt(evicted, 1000);
+	if (kinds[_i] == DLC_POLICY_IMPORTANCE) {
+		/* The random walk did reach the cases that matter. */
+		ck_assert_uint_gt(m->partial_refusals, 100);
+		ck_assert_uint_gt(rescored, 1000);
+	}
 
 	/* Drain: an entry as large as the cache shows the whole remaining order. */
-	if (kinds[_i] == DLC_POLICY_LRU) {
-		int want = model_admit(m, MODEL_MAX_INO + 1, MODEL_CAPACITY, expected,
-				       &expected_count);
+	if (kinds[_i] == DLC_POLICY_LRU || kinds[_i] == DLC_POLICY_IMPORTANCE) {
+		int want;
 
+		scores[MODEL_MAX_INO + 1] = 1000.0f;
+		dlc_policy_rescore(policy, MODEL_MAX_INO + 1);
+		want = model_admit(m, MODEL_MAX_INO + 1, MODEL_CAPACITY, expected, &expected_count);
+		ck_assert_int_eq(want, 1);
 		ck_assert_int_eq(dlc_policy_admit(policy, MODEL_MAX_INO + 1, MODEL_CAPACITY,
 						  &victims), want);
 		check_victims_match(&victims, expected, expected_count);
@@ -709,6 +1193,7 @@ START_TEST(test_shuffled_epochs_favour_freeze)
 		{ DLC_POLICY_FREEZE, 0.5, 0.5 },
 		{ DLC_POLICY_LRU, 0.10, 0.21 },
 		{ DLC_POLICY_NONE, 0.0, 0.0 },
+		{ DLC_POLICY_IMPORTANCE, 0.5, 0.5 },    /* no scores: freeze */
 	};
 	struct dlc_policy *policy = make_policy(cases[_i].kind, SAMPLES / 2, SAMPLES);
 	struct dlc_ino_list victims = { 0 };
@@ -777,20 +1262,32 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_none_admits_nothing);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("importance");
+	tcase_add_test(tc, test_importance_admits_by_score);
+	tcase_add_test(tc, test_importance_equal_score_never_evicts);
+	tcase_add_test(tc, test_importance_unknown_never_evicts_but_is_evicted);
+	tcase_add_test(tc, test_importance_without_scores_is_freeze);
+	tcase_add_test(tc, test_importance_rescore_changes_next_victim);
+	tcase_add_test(tc, test_importance_rescore_all);
+	tcase_add_test(tc, test_importance_large_file_evicts_nothing);
+	tcase_add_test(tc, test_importance_restore_and_remove);
+	tcase_add_loop_test(tc, test_scores_are_ignored_by_other_kinds, 0, 3);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("accounting");
-	tcase_add_loop_test(tc, test_remove_frees_bytes, 0, 2);
-	tcase_add_loop_test(tc, test_zero_byte_files_are_cached, 0, 2);
-	tcase_add_loop_test(tc, test_inode_out_of_range, 0, 3);
+	tcase_add_loop_test(tc, test_remove_frees_bytes, 0, 3);
+	tcase_add_loop_test(tc, test_zero_byte_files_are_cached, 0, 3);
+	tcase_add_loop_test(tc, test_inode_out_of_range, 0, 4);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("model");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_random_operations_match_model, 0, 3);
+	tcase_add_loop_test(tc, test_random_operations_match_model, 0, 4);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("workload");
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_shuffled_epochs_favour_freeze, 0, 3);
+	tcase_add_loop_test(tc, test_shuffled_epochs_favour_freeze, 0, 4);
 	suite_add_tcase(s, tc);
 
 	return s;

@@ -263,7 +263,7 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 	}
 	/* 4 identity + 12 counters + 2, remote_ops 9, cache 6, snapshot 5,
 	 * lifetime 14, and the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 2 + 9 + 6 + 5 + DLC_STAT_COUNT + 2);
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);
@@ -274,13 +274,13 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[24];
+		const char *keys[26];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
 			  "bypasses", "corrupt", "remote_errors", "prefetches", "control_lines",
-			  "control_errors", "hit_ratio", "last_error", "remote_ops", "cache",
-			  "snapshot", "lifetime" } },
+			  "control_errors", "hit_ratio", "last_error", "epoch", "scored_samples",
+			  "remote_ops", "cache", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },

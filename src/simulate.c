@@ -1,0 +1,1256 @@
+/*
+ * simulate.c - `dlcache simulate`: replays sample-access traces through the
+ * daemon's own policies and through Belady's MIN, and prints hit ratios.
+ *
+ * This file owns the traces (two generators and a text format), the replay
+ * of a trace through a policy, MIN, and the command around them.  The
+ * policies are the real ones from policy.c, called exactly as cache.c calls
+ * them: sample id i is inode i + 1 and is charged one byte, so a capacity in
+ * bytes is a capacity in samples.  Only dlc_simulate_main prints.
+ *
+ * DESIGN
+ *
+ * Randomness comes from splitmix64 (one 64-bit state, passes BigCrush), never
+ * rand(), so a seed gives the same trace on every machine.  Each use draws
+ * from its own stream derived from the seed (access order, scores), so that,
+ * for instance, the scores do not change when the number of epochs does.
+ * Bounded integers use Lemire's multiply-and-reject, which is unbiased.
+ *
+ * Importance sampling draws with replacement from the weights through an
+ * alias table (Vose): O(samples) to build, O(1) per draw.
+ *
+ * MIN precomputes, for every access, the position of the next access to the
+ * same sample, and keeps the cached samples in a max-heap keyed by that next
+ * use (with a position per sample, so that a hit re-keys in O(log c)).  On a
+ * miss with the cache full, the missed sample competes too: if its own next
+ * use is at least as far as the heap's top, it is not cached (bypass), which
+ * is what the real policies may do as well, so MIN bounds them all.
+ *
+ * PADS (SHADE's policy-aware sampling) needs the policy's state: at the start
+ * of each epoch the replay partitions that epoch's accesses, stably, into
+ * those whose sample is cached now and the rest, and replays the first group
+ * first.  Each policy gets its own reordering; MIN replays the trace as drawn.
+ *
+ * THREADS.  The command runs its replays (one per policy and cache size, and
+ * MIN) on up to one thread per CPU.  They share only the trace, which nobody
+ * writes once it is built; each writes its own result slot; the job counter
+ * and the first error are guarded by job_board.lock.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlcache/cause.h"
+#include "dlcache/policy.h"
+#include "dlcache/simulate.h"
+
+/* The position of "no further access" in MIN's next-use array. */
+#define NEVER SIZE_MAX
+
+/* Streams derived from one seed, one per use. */
+enum stream {
+	STREAM_ORDER = 1,       /* access order: shuffles, draws */
+	STREAM_SCORES = 2,      /* scores and weights */
+};
+
+#define DEFAULT_SAMPLES 10000u
+#define DEFAULT_EPOCHS 5u
+#define DEFAULT_SIGMA 1.0
+#define DEFAULT_SEED 1u
+#define MAX_EPOCHS 100000u
+#define MAX_SIGMA 8.0      /* keeps exp(sigma * z) a finite float */
+#define MAX_FRACTIONS 32
+#define MAX_TOKEN 64
+#define MAX_THREADS 16
+
+/* --- randomness -------------------------------------------------------- */
+
+struct rng {
+	uint64_t state;
+};
+
+static uint64_t rng_next(struct rng *rng)
+{
+	uint64_t z = (rng->state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static struct rng rng_stream(uint64_t seed, enum stream stream)
+{
+	struct rng mixer = { seed ^ ((uint64_t)stream * 0xd1b54a32d192ed03ULL) };
+
+	return (struct rng){ rng_next(&mixer) };
+}
+
+/* Uniform in 0..bound-1 (bound >= 1), without modulo bias. */
+static uint32_t rng_below(struct rng *rng, uint32_t bound)
+{
+	uint64_t product = (rng_next(rng) >> 32) * bound;
+
+	if ((uint32_t)product < bound) {
+		uint32_t threshold = (uint32_t)-bound % bound;
+
+		while ((uint32_t)product < threshold)
+			product = (rng_next(rng) >> 32) * bound;
+	}
+	return (uint32_t)(product >> 32);
+}
+
+/* Uniform in [0, 1), 53 bits. */
+static double rng_unit(struct rng *rng)
+{
+	return (double)(rng_next(rng) >> 11) * 0x1.0p-53;
+}
+
+/* Standard normal (Box-Muller, one of the pair). */
+static double rng_normal(struct rng *rng)
+{
+	double radius = sqrt(-2.0 * log(1.0 - rng_unit(rng)));
+
+	return radius * cos(2.0 * 3.14159265358979323846 * rng_unit(rng));
+}
+
+static void shuffle(uint32_t *items, uint32_t count, struct rng *rng)
+{
+	for (uint32_t i = count; i > 1; i--) {
+		uint32_t j = rng_below(rng, i);
+		uint32_t item = items[i - 1];
+
+		items[i - 1] = items[j];
+		items[j] = item;
+	}
+}
+
+/* --- traces ------------------------------------------------------------ */
+
+void dlc_trace_free(struct dlc_trace *trace)
+{
+	if (trace == NULL)
+		return;
+	free(trace->ids);
+	free(trace->scores);
+	free(trace->updates);
+	memset(trace, 0, sizeof(*trace));
+}
+
+/* Checks a generator's size; 0 or -EINVAL. */
+static int check_size(uint32_t samples, uint32_t epochs)
+{
+	if (samples == 0 || epochs == 0 || samples > DLC_SIMULATE_MAX_SAMPLES ||
+	    (uint64_t)samples * epochs > DLC_SIMULATE_MAX_LENGTH)
+		return -EINVAL;
+	return 0;
+}
+
+/* samples scores, all unknown; NULL on ENOMEM. */
+static float *unknown_scores(uint32_t samples)
+{
+	float *scores = malloc((size_t)samples * sizeof(*scores));
+
+	for (uint32_t i = 0; scores != NULL && i < samples; i++)
+		scores[i] = NAN;
+	return scores;
+}
+
+/* Allocates ids and scores (all unknown); 0 or -ENOMEM with *trace zeroed. */
+static int trace_alloc(struct dlc_trace *trace, uint32_t samples, size_t length,
+		       size_t epoch_length)
+{
+	memset(trace, 0, sizeof(*trace));
+	trace->ids = malloc((length ? length : 1) * sizeof(*trace->ids));
+	trace->scores = unknown_scores(samples);
+	if (trace->ids == NULL || trace->scores == NULL) {
+		dlc_trace_free(trace);
+		return -ENOMEM;
+	}
+	trace->samples = samples;
+	trace->length = length;
+	trace->epoch_length = epoch_length ? epoch_length : 1;
+	return 0;
+}
+
+int dlc_simulate_shuffle(uint32_t samples, uint32_t epochs, uint64_t seed,
+			 struct dlc_trace *out)
+{
+	struct rng order = rng_stream(seed, STREAM_ORDER);
+	struct rng scores = rng_stream(seed, STREAM_SCORES);
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = check_size(samples, epochs);
+	if (rc < 0)
+		return rc;
+	rc = trace_alloc(out, samples, (size_t)samples * epochs, samples);
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < samples; i++) {
+		out->ids[i] = i;
+		out->scores[i] = (float)(rng_next(&scores) >> 40) * 0x1.0p-24f;
+	}
+	for (uint32_t epoch = 0; epoch < epochs; epoch++) {
+		uint32_t *ids = out->ids + (size_t)epoch * samples;
+
+		if (epoch > 0)
+			memcpy(ids, ids - samples, (size_t)samples * sizeof(*ids));
+		shuffle(ids, samples, &order);
+	}
+	return 0;
+}
+
+/*
+ * Vose's alias table over weights (which it overwrites): draw i uniformly,
+ * then keep it with probability cutoff[i], else take alias[i].
+ */
+static int alias_build(double *weights, uint32_t count, uint32_t *alias)
+{
+	uint32_t *work = malloc((size_t)count * sizeof(*work));
+	uint32_t small = 0, large = count;  /* small: work[0..small), large: work[large..count) */
+	double total = 0;
+
+	if (work == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++)
+		total += weights[i];
+	for (uint32_t i = 0; i < count; i++) {
+		weights[i] = weights[i] * count / total;
+		alias[i] = i;
+		if (weights[i] < 1.0)
+			work[small++] = i;
+		else
+			work[--large] = i;
+	}
+	while (small > 0 && large < count) {
+		uint32_t less = work[--small];
+		uint32_t more = work[large++];
+
+		/* weights[less] is now its cutoff; more gives the rest of the slot. */
+		alias[less] = more;
+		weights[more] -= 1.0 - weights[less];
+		if (weights[more] < 1.0)
+			work[small++] = more;
+		else
+			work[--large] = more;
+	}
+	/* Left over only through rounding: they keep their own slot. */
+	while (small > 0)
+		weights[work[--small]] = 1.0;
+	while (large < count)
+		weights[work[large++]] = 1.0;
+	free(work);
+	return 0;
+}
+
+int dlc_simulate_sample(uint32_t samples, uint32_t epochs, enum dlc_simulate_weights weights,
+			double sigma, uint64_t seed, struct dlc_trace *out)
+{
+	struct rng order = rng_stream(seed, STREAM_ORDER);
+	struct rng scores = rng_stream(seed, STREAM_SCORES);
+	double *cutoff = NULL;
+	uint32_t *alias = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = check_size(samples, epochs);
+	if (rc < 0)
+		return rc;
+	if (weights != DLC_SIMULATE_WEIGHTS_RANK &&
+	    (weights != DLC_SIMULATE_WEIGHTS_LOGNORMAL || !(sigma > 0 && sigma <= MAX_SIGMA)))
+		return -EINVAL;
+	rc = trace_alloc(out, samples, (size_t)samples * epochs, samples);
+	if (rc < 0)
+		return rc;
+	cutoff = malloc((size_t)samples * sizeof(*cutoff));
+	alias = malloc((size_t)samples * sizeof(*alias));
+	if (cutoff == NULL || alias == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+
+	if (weights == DLC_SIMULATE_WEIGHTS_RANK) {
+		/* alias[] holds the ranks for a moment: a random order of importance. */
+		for (uint32_t i = 0; i < samples; i++)
+			alias[i] = i;
+		shuffle(alias, samples, &scores);
+		for (uint32_t i = 0; i < samples; i++)
+			cutoff[i] = log((double)alias[i] + 10.0);
+	} else {
+		for (uint32_t i = 0; i < samples; i++)
+			cutoff[i] = exp(sigma * rng_normal(&scores));
+	}
+	for (uint32_t i = 0; i < samples; i++)
+		out->scores[i] = (float)cutoff[i];
+	rc = alias_build(cutoff, samples, alias);
+	if (rc < 0)
+		goto out;
+	for (size_t k = 0; k < out->length; k++) {
+		uint32_t i = rng_below(&order, samples);
+
+		out->ids[k] = rng_unit(&order) < cutoff[i] ? i : alias[i];
+	}
+out:
+	free(alias);
+	free(cutoff);
+	if (rc < 0)
+		dlc_trace_free(out);
+	return rc;
+}
+
+/* --- the trace file ---------------------------------------------------- */
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The next blank-separated token in [*at, end), or false at the end. */
+static bool next_token(const char **at, const char *end, const char **token, size_t *len)
+{
+	const char *p = *at;
+
+	while (p < end && is_blank(*p))
+		p++;
+	if (p == end)
+		return false;
+	*token = p;
+	while (p < end && !is_blank(*p))
+		p++;
+	*len = (size_t)(p - *token);
+	*at = p;
+	return true;
+}
+
+/* A 0-based decimal sample id below DLC_SIMULATE_MAX_SAMPLES. */
+static bool parse_id(const char *token, size_t len, uint32_t *out)
+{
+	uint64_t value = 0;
+
+	if (len == 0 || len > 10)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (token[i] < '0' || token[i] > '9')
+			return false;
+		value = value * 10 + (uint64_t)(token[i] - '0');
+	}
+	if (value >= DLC_SIMULATE_MAX_SAMPLES)
+		return false;
+	*out = (uint32_t)value;
+	return true;
+}
+
+static bool parse_score(const char *token, size_t len, float *out)
+{
+	char buffer[MAX_TOKEN + 1];
+	char *end;
+	float value;
+
+	if (len == 0 || len > MAX_TOKEN)
+		return false;
+	memcpy(buffer, token, len);
+	buffer[len] = '\0';
+	errno = 0;
+	value = strtof(buffer, &end);
+	if (*end != '\0' || !isfinite(value) || errno == ERANGE)
+		return false;
+	*out = value;
+	return true;
+}
+
+/*
+ * Grows an array of item_size items to hold want, doubling *capacity; returns
+ * the array, or NULL (the old one still valid and *capacity unchanged).
+ */
+static void *grow(void *items, size_t *capacity, size_t want, size_t item_size)
+{
+	size_t next = *capacity ? *capacity : 1024;
+	void *grown;
+
+	if (want <= *capacity)
+		return items;
+	while (next < want)
+		next *= 2;
+	grown = realloc(items, next * item_size);
+	if (grown != NULL)
+		*capacity = next;
+	return grown;
+}
+
+int dlc_simulate_parse(const char *name, const char *text, size_t size, uint32_t samples,
+		       struct dlc_trace *out, char **cause)
+{
+	const char *end = text + size;
+	size_t ids_capacity = 0, updates_capacity = 0, line_number = 0;
+	uint32_t *ids = NULL;
+	float *updates = NULL;
+	void *grown;
+	size_t length = 0;
+	uint32_t highest = 0;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (const char *line = text; line < end;) {
+		const char *newline = memchr(line, '\n', (size_t)(end - line));
+		const char *line_end = newline ? newline : end;
+		const char *comment = memchr(line, '#', (size_t)(line_end - line));
+		const char *at = line, *token;
+		size_t len;
+		uint32_t id;
+		float score = NAN;
+
+		line_number++;
+		line = newline ? newline + 1 : end;
+		if (comment)
+			line_end = comment;
+		if (!next_token(&at, line_end, &token, &len))
+			continue;
+		if (!parse_id(token, len, &id)) {
+			dlc_cause_set(cause, "%s line %zu: '%.*s' is not a sample id; write one 0-based integer below %u per line, optionally followed by a score.",
+				      name, line_number, (int)(len > MAX_TOKEN ? MAX_TOKEN : len), token,
+				      DLC_SIMULATE_MAX_SAMPLES);
+			goto invalid;
+		}
+		if (samples != 0 && id >= samples) {
+			dlc_cause_set(cause, "%s line %zu: sample id %u is not below the %u samples; raise --samples or fix the trace.",
+				      name, line_number, id, samples);
+			goto invalid;
+		}
+		if (next_token(&at, line_end, &token, &len) && !parse_score(token, len, &score)) {
+			dlc_cause_set(cause, "%s line %zu: score '%.*s' is not a finite number; write a decimal such as 0.25 after the sample id.",
+				      name, line_number, (int)(len > MAX_TOKEN ? MAX_TOKEN : len), token);
+			goto invalid;
+		}
+		if (next_token(&at, line_end, &token, &len)) {
+			dlc_cause_set(cause, "%s line %zu has more than two fields; write a sample id and at most one score per line.",
+				      name, line_number);
+			goto invalid;
+		}
+		if (length == DLC_SIMULATE_MAX_LENGTH) {
+			dlc_cause_set(cause, "%s has more than %u accesses; cut the trace shorter.",
+				      name, DLC_SIMULATE_MAX_LENGTH);
+			goto invalid;
+		}
+		grown = grow(ids, &ids_capacity, length + 1, sizeof(*ids));
+		if (grown == NULL)
+			goto nomem;
+		ids = grown;
+		if (!isnan(score) || updates != NULL) {
+			bool first = updates == NULL;
+
+			grown = grow(updates, &updates_capacity, length + 1, sizeof(*updates));
+			if (grown == NULL)
+				goto nomem;
+			updates = grown;
+			/* The first score: every earlier access set none. */
+			for (size_t k = 0; first && k < length; k++)
+				updates[k] = NAN;
+			updates[length] = score;
+		}
+		ids[length++] = id;
+		if (id > highest)
+			highest = id;
+	}
+	if (length == 0) {
+		dlc_cause_set(cause, "%s has no sample ids; write one 0-based integer per line.", name);
+		goto invalid;
+	}
+	if (samples == 0)
+		samples = highest + 1;
+	out->scores = unknown_scores(samples);
+	if (out->scores == NULL)
+		goto nomem;
+	out->samples = samples;
+	out->length = length;
+	out->epoch_length = samples;
+	out->ids = ids;
+	out->updates = updates;
+	return 0;
+
+invalid:
+	rc = -EINVAL;
+	goto out;
+nomem:
+	dlc_cause_set(cause, "not enough memory for the trace in %s; use a shorter trace.", name);
+	rc = -ENOMEM;
+out:
+	free(ids);
+	free(updates);
+	return rc;
+}
+
+/* Reads all of path ("-": standard input); 0 or -errno with *cause. */
+static int read_all(const char *path, char **text, size_t *size, char **cause)
+{
+	FILE *file = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	size_t capacity = 0, used = 0;
+	char *buffer = NULL;
+	int rc = 0;
+
+	if (file == NULL) {
+		rc = -errno;
+		dlc_cause_set(cause, "cannot open the trace %s: %s; check the path given to --trace.",
+			      path, strerror(errno));
+		return rc;
+	}
+	for (;;) {
+		char *grown = grow(buffer, &capacity, used + 65536, 1);
+		size_t got;
+
+		if (grown == NULL) {
+			rc = -ENOMEM;
+			dlc_cause_set(cause, "not enough memory to read the trace %s; use a shorter trace.",
+				      path);
+			break;
+		}
+		buffer = grown;
+		got = fread(buffer + used, 1, capacity - used, file);
+		used += got;
+		if (got == 0) {
+			if (ferror(file)) {
+				rc = -EIO;
+				dlc_cause_set(cause, "cannot read the trace %s; check the file.", path);
+			}
+			break;
+		}
+	}
+	if (file != stdin)
+		fclose(file);
+	if (rc < 0) {
+		free(buffer);
+		return rc;
+	}
+	*text = buffer;
+	*size = used;
+	return 0;
+}
+
+int dlc_simulate_load(const char *path, uint32_t samples, struct dlc_trace *out, char **cause)
+{
+	char *text = NULL;
+	size_t size = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = read_all(path, &text, &size, cause);
+	if (rc < 0)
+		return rc;
+	rc = dlc_simulate_parse(path, text, size, samples, out, cause);
+	free(text);
+	return rc;
+}
+
+/* --- replay through a policy ------------------------------------------- */
+
+static int check_trace(const struct dlc_trace *trace)
+{
+	if (trace->samples == 0 || trace->epoch_length == 0)
+		return -EINVAL;
+	for (size_t k = 0; k < trace->length; k++) {
+		if (trace->ids[k] >= trace->samples)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static void tally(struct dlc_simulate_result *out, size_t position, size_t epoch_length,
+		  bool hit)
+{
+	out->accesses++;
+	out->misses += !hit;
+	if (position >= epoch_length) {
+		out->later_accesses++;
+		out->later_misses += !hit;
+	}
+}
+
+/* Puts the accesses to cached samples first, each group in trace order. */
+static void pads_reorder(const struct dlc_policy *policy, const uint32_t *ids,
+			 const float *updates, size_t count_in_epoch, uint32_t *ids_out,
+			 float *updates_out)
+{
+	size_t next = 0;
+
+	for (int cached = 1; cached >= 0; cached--) {
+		for (size_t k = 0; k < count_in_epoch; k++) {
+			if (dlc_policy_contains(policy, ids[k] + 1) != (bool)cached)
+				continue;
+			ids_out[next] = ids[k];
+			if (updates != NULL)
+				updates_out[next] = updates[k];
+			next++;
+		}
+	}
+}
+
+int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+			uint32_t capacity, bool pads, struct dlc_simulate_result *out)
+{
+	struct dlc_ino_list victims = { 0 };
+	struct dlc_policy *policy = NULL;
+	uint32_t *pads_ids = NULL;
+	float *pads_updates = NULL;
+	float *scores = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = check_trace(trace);
+	if (rc < 0)
+		return rc;
+	rc = -ENOMEM;
+	policy = dlc_policy_create(kind, capacity, trace->samples);
+	scores = malloc(((size_t)trace->samples + 1) * sizeof(*scores));
+	if (policy == NULL || scores == NULL)
+		goto out;
+	if (pads) {
+		size_t epoch = trace->epoch_length < trace->length ? trace->epoch_length
+								    : trace->length;
+
+		pads_ids = malloc((epoch ? epoch : 1) * sizeof(*pads_ids));
+		if (pads_ids == NULL)
+			goto out;
+		if (trace->updates != NULL) {
+			pads_updates = malloc((epoch ? epoch : 1) * sizeof(*pads_updates));
+			if (pads_updates == NULL)
+				goto out;
+		}
+	}
+	scores[0] = NAN;
+	memcpy(scores + 1, trace->scores, (size_t)trace->samples * sizeof(*scores));
+	dlc_policy_set_scores(policy, scores);
+
+	for (size_t start = 0; start < trace->length; start += trace->epoch_length) {
+		size_t in_epoch = trace->length - start < trace->epoch_length
+					  ? trace->length - start : trace->epoch_length;
+		const uint32_t *ids = trace->ids + start;
+		const float *updates = trace->updates ? trace->updates + start : NULL;
+
+		if (pads) {
+			pads_reorder(policy, ids, updates, in_epoch, pads_ids, pads_updates);
+			ids = pads_ids;
+			updates = pads_updates;
+		}
+		for (size_t k = 0; k < in_epoch; k++) {
+			uint32_t ino = ids[k] + 1;
+			bool hit;
+
+			if (updates != NULL && !isnan(updates[k])) {
+				scores[ino] = updates[k];
+				dlc_policy_rescore(policy, ino);
+			}
+			hit = dlc_policy_contains(policy, ino);
+			if (hit) {
+				dlc_policy_hit(policy, ino);
+			} else {
+				rc = dlc_policy_admit(policy, ino, 1, &victims);
+				if (rc < 0)
+					goto out;
+			}
+			tally(out, start + k, trace->epoch_length, hit);
+		}
+	}
+	rc = 0;
+out:
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+	free(pads_updates);
+	free(pads_ids);
+	free(scores);
+	return rc;
+}
+
+/* --- Belady's MIN ------------------------------------------------------ */
+
+/* The cached samples, a max-heap by next use (then by id, for determinism). */
+struct min_heap {
+	uint32_t *items;
+	uint32_t count;
+	uint32_t *position;     /* per sample: index in items, UINT32_MAX = not cached */
+	size_t *next_use;       /* per sample: when a cached sample is next accessed */
+};
+
+static bool min_before(const struct min_heap *heap, uint32_t a, uint32_t b)
+{
+	if (heap->next_use[a] != heap->next_use[b])
+		return heap->next_use[a] > heap->next_use[b];
+	return a > b;
+}
+
+static void min_place(struct min_heap *heap, uint32_t index, uint32_t sample)
+{
+	heap->items[index] = sample;
+	heap->position[sample] = index;
+}
+
+static void min_sift_up(struct min_heap *heap, uint32_t index)
+{
+	uint32_t sample = heap->items[index];
+
+	while (index > 0 && min_before(heap, sample, heap->items[(index - 1) / 2])) {
+		min_place(heap, index, heap->items[(index - 1) / 2]);
+		index = (index - 1) / 2;
+	}
+	min_place(heap, index, sample);
+}
+
+static void min_sift_down(struct min_heap *heap, uint32_t index)
+{
+	uint32_t sample = heap->items[index];
+
+	for (;;) {
+		uint64_t child = 2 * (uint64_t)index + 1;
+
+		if (child >= heap->count)
+			break;
+		if (child + 1 < heap->count &&
+		    min_before(heap, heap->items[child + 1], heap->items[child]))
+			child++;
+		if (!min_before(heap, heap->items[child], sample))
+			break;
+		min_place(heap, index, heap->items[child]);
+		index = (uint32_t)child;
+	}
+	min_place(heap, index, sample);
+}
+
+int dlc_simulate_belady(const struct dlc_trace *trace, uint32_t capacity,
+			struct dlc_simulate_result *out)
+{
+	struct min_heap heap = { 0 };
+	size_t *next_access = NULL;     /* per access: the position of the sample's next one */
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = check_trace(trace);
+	if (rc < 0)
+		return rc;
+	if (capacity > trace->samples)
+		capacity = trace->samples;
+	rc = -ENOMEM;
+	next_access = malloc((trace->length ? trace->length : 1) * sizeof(*next_access));
+	heap.items = malloc(((size_t)capacity + 1) * sizeof(*heap.items));
+	heap.position = malloc((size_t)trace->samples * sizeof(*heap.position));
+	heap.next_use = malloc((size_t)trace->samples * sizeof(*heap.next_use));
+	if (next_access == NULL || heap.items == NULL || heap.position == NULL ||
+	    heap.next_use == NULL)
+		goto out;
+
+	/* next_use[] doubles as "the last position seen" while walking backwards. */
+	for (uint32_t i = 0; i < trace->samples; i++) {
+		heap.next_use[i] = NEVER;
+		heap.position[i] = UINT32_MAX;
+	}
+	for (size_t k = trace->length; k-- > 0;) {
+		next_access[k] = heap.next_use[trace->ids[k]];
+		heap.next_use[trace->ids[k]] = k;
+	}
+
+	for (size_t k = 0; k < trace->length; k++) {
+		uint32_t sample = trace->ids[k];
+		uint32_t index = heap.position[sample];
+		bool hit = index != UINT32_MAX;
+
+		heap.next_use[sample] = next_access[k];
+		if (hit) {
+			/* Its next use moved later: it can only rise. */
+			min_sift_up(&heap, index);
+		} else if (heap.count < capacity) {
+			min_place(&heap, heap.count++, sample);
+			min_sift_up(&heap, heap.count - 1);
+		} else if (heap.count > 0 &&
+			   heap.next_use[heap.items[0]] > heap.next_use[sample]) {
+			heap.position[heap.items[0]] = UINT32_MAX;
+			min_place(&heap, 0, sample);
+			min_sift_down(&heap, 0);
+		}
+		tally(out, k, trace->epoch_length, hit);
+	}
+	rc = 0;
+out:
+	free(heap.next_use);
+	free(heap.position);
+	free(heap.items);
+	free(next_access);
+	return rc;
+}
+
+/* --- the command ------------------------------------------------------- */
+
+/* The real policies in the table, in column order. */
+static const enum dlc_policy_kind table_kinds[] = {
+	DLC_POLICY_FREEZE, DLC_POLICY_LRU, DLC_POLICY_IMPORTANCE,
+};
+
+#define TABLE_KINDS (sizeof(table_kinds) / sizeof(table_kinds[0]))
+
+struct simulate_options {
+	uint32_t samples;
+	bool samples_given;
+	uint32_t epochs;
+	bool epochs_given;
+	const char *trace;              /* "uniform", "importance" or a path */
+	enum dlc_simulate_weights weights;
+	bool weights_given;
+	double sigma;
+	bool sigma_given;
+	bool pads;
+	uint64_t seed;
+	double fractions[MAX_FRACTIONS];
+	size_t fraction_count;
+};
+
+static void simulate_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: dlcache simulate [--trace uniform|importance|FILE] [--samples N] [--epochs E]\n"
+		"                        [--weights rank|lognormal] [--sigma S] [--pads] [--seed S]\n"
+		"                        [--fractions F,F,...]\n"
+		"Replays a trace of sample accesses through the cache policies (freeze, lru,\n"
+		"importance) and Belady's MIN, and prints each one's hit ratio per cache size.\n"
+		"\n"
+		"  --trace uniform      a uniform shuffle of the samples each epoch (default)\n"
+		"  --trace importance   each epoch draws N samples with replacement by weight\n"
+		"  --trace FILE         one 0-based sample id per line, optionally a score; - is stdin\n"
+		"  --samples N          samples in the dataset (default %u)\n"
+		"  --epochs E           epochs to generate (default %u)\n"
+		"  --weights rank       weight ln(rank + 10), rank 0 the least important (default)\n"
+		"  --weights lognormal  weight exp(S * z), z standard normal\n"
+		"  --sigma S            the lognormal S (default %.1f)\n"
+		"  --pads               each epoch, accesses to cached samples come first\n"
+		"  --seed S             seed of the generators (default %u)\n"
+		"  --fractions LIST     cache sizes as fractions of N (default 0.1,0.2,0.5)\n",
+		DEFAULT_SAMPLES, DEFAULT_EPOCHS, DEFAULT_SIGMA, DEFAULT_SEED);
+}
+
+static int parse_uint(const char *text, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long value;
+
+	if (text[0] < '0' || text[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	value = strtoull(text, &end, 10);
+	if (errno != 0 || *end != '\0' || value > max)
+		return -EINVAL;
+	*out = value;
+	return 0;
+}
+
+static int parse_fractions(const char *text, struct simulate_options *opts, char **cause)
+{
+	const char *at = text;
+
+	opts->fraction_count = 0;
+	for (;;) {
+		char *end;
+		double value;
+
+		errno = 0;
+		value = strtod(at, &end);
+		if (end == at || errno != 0 || !(value > 0 && value <= 1) ||
+		    (*end != ',' && *end != '\0')) {
+			dlc_cause_set(cause, "--fractions '%s' is not a list of numbers in (0, 1]; write it like 0.1,0.2,0.5.",
+				      text);
+			return -EINVAL;
+		}
+		if (opts->fraction_count == MAX_FRACTIONS) {
+			dlc_cause_set(cause, "--fractions lists more than %d sizes; give fewer.",
+				      MAX_FRACTIONS);
+			return -EINVAL;
+		}
+		opts->fractions[opts->fraction_count++] = value;
+		if (*end == '\0')
+			return 0;
+		at = end + 1;
+	}
+}
+
+enum {
+	OPTION_SAMPLES = 256,
+	OPTION_EPOCHS,
+	OPTION_TRACE,
+	OPTION_WEIGHTS,
+	OPTION_SIGMA,
+	OPTION_PADS,
+	OPTION_SEED,
+	OPTION_FRACTIONS,
+	OPTION_HELP,
+};
+
+/* 0, 1 for --help (usage printed), or -EINVAL with *cause. */
+static int parse_options(int argc, char **argv, struct simulate_options *opts, char **cause)
+{
+	static const struct option longopts[] = {
+		{ "samples", required_argument, NULL, OPTION_SAMPLES },
+		{ "epochs", required_argument, NULL, OPTION_EPOCHS },
+		{ "trace", required_argument, NULL, OPTION_TRACE },
+		{ "weights", required_argument, NULL, OPTION_WEIGHTS },
+		{ "sigma", required_argument, NULL, OPTION_SIGMA },
+		{ "pads", no_argument, NULL, OPTION_PADS },
+		{ "seed", required_argument, NULL, OPTION_SEED },
+		{ "fractions", required_argument, NULL, OPTION_FRACTIONS },
+		{ "help", no_argument, NULL, OPTION_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t value;
+	char *end;
+	int c;
+
+	*opts = (struct simulate_options){
+		.samples = DEFAULT_SAMPLES,
+		.epochs = DEFAULT_EPOCHS,
+		.trace = "uniform",
+		.weights = DLC_SIMULATE_WEIGHTS_RANK,
+		.sigma = DEFAULT_SIGMA,
+		.seed = DEFAULT_SEED,
+		.fractions = { 0.1, 0.2, 0.5 },
+		.fraction_count = 3,
+	};
+	/* 0 restarts GNU getopt from scratch: the command may not be the first to parse. */
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPTION_SAMPLES:
+			if (parse_uint(optarg, DLC_SIMULATE_MAX_SAMPLES, &value) < 0 || value == 0) {
+				dlc_cause_set(cause, "--samples '%s' is not a whole number from 1 to %u; give one such as 10000.",
+					      optarg, DLC_SIMULATE_MAX_SAMPLES);
+				return -EINVAL;
+			}
+			opts->samples = (uint32_t)value;
+			opts->samples_given = true;
+			break;
+		case OPTION_EPOCHS:
+			if (parse_uint(optarg, MAX_EPOCHS, &value) < 0 || value == 0) {
+				dlc_cause_set(cause, "--epochs '%s' is not a whole number from 1 to %u; give one such as 5.",
+					      optarg, MAX_EPOCHS);
+				return -EINVAL;
+			}
+			opts->epochs = (uint32_t)value;
+			opts->epochs_given = true;
+			break;
+		case OPTION_TRACE:
+			if (optarg[0] == '\0') {
+				dlc_cause_set(cause, "--trace is empty; give uniform, importance or a file name.");
+				return -EINVAL;
+			}
+			opts->trace = optarg;
+			break;
+		case OPTION_WEIGHTS:
+			if (strcmp(optarg, "rank") == 0) {
+				opts->weights = DLC_SIMULATE_WEIGHTS_RANK;
+			} else if (strcmp(optarg, "lognormal") == 0) {
+				opts->weights = DLC_SIMULATE_WEIGHTS_LOGNORMAL;
+			} else {
+				dlc_cause_set(cause, "--weights '%s' is not a weighting; give rank or lognormal.",
+					      optarg);
+				return -EINVAL;
+			}
+			opts->weights_given = true;
+			break;
+		case OPTION_SIGMA:
+			errno = 0;
+			opts->sigma = strtod(optarg, &end);
+			if (end == optarg || *end != '\0' || errno != 0 ||
+			    !(opts->sigma > 0 && opts->sigma <= MAX_SIGMA)) {
+				dlc_cause_set(cause, "--sigma '%s' is not a number above 0 and at most %g; give one such as 1.",
+					      optarg, MAX_SIGMA);
+				return -EINVAL;
+			}
+			opts->sigma_given = true;
+			break;
+		case OPTION_PADS:
+			opts->pads = true;
+			break;
+		case OPTION_SEED:
+			if (parse_uint(optarg, UINT64_MAX, &opts->seed) < 0) {
+				dlc_cause_set(cause, "--seed '%s' is not a whole number from 0 to %" PRIu64 "; give one such as 1.",
+					      optarg, UINT64_MAX);
+				return -EINVAL;
+			}
+			break;
+		case OPTION_FRACTIONS:
+			if (parse_fractions(optarg, opts, cause) < 0)
+				return -EINVAL;
+			break;
+		case 'h':
+		case OPTION_HELP:
+			simulate_usage(stdout);
+			return 1;
+		case ':':
+			dlc_cause_set(cause, "%s needs a value; see dlcache simulate --help.",
+				      argv[optind - 1]);
+			return -EINVAL;
+		default:
+			if (optopt >= OPTION_SAMPLES)
+				dlc_cause_set(cause, "%s takes no value; see dlcache simulate --help.",
+					      argv[optind - 1]);
+			else if (optopt > ' ' && optopt < 0x7f)
+				dlc_cause_set(cause, "unknown option '-%c'; see dlcache simulate --help.",
+					      optopt);
+			else
+				dlc_cause_set(cause, "unknown option '%s'; see dlcache simulate --help.",
+					      argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		dlc_cause_set(cause, "unexpected argument '%s'; name a trace file with --trace FILE.",
+			      argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Rejects options that the chosen trace would silently ignore. */
+static int check_combination(const struct simulate_options *opts, bool generated,
+			     bool importance, char **cause)
+{
+	if (!generated && opts->epochs_given) {
+		dlc_cause_set(cause, "--epochs applies to generated traces only; drop it, the trace file's length decides the epochs.");
+		return -EINVAL;
+	}
+	if (!importance && opts->weights_given) {
+		dlc_cause_set(cause, "--weights applies to --trace importance only; add --trace importance or drop --weights.");
+		return -EINVAL;
+	}
+	if (opts->sigma_given && !(importance && opts->weights == DLC_SIMULATE_WEIGHTS_LOGNORMAL)) {
+		dlc_cause_set(cause, "--sigma applies to --trace importance --weights lognormal only; add those or drop --sigma.");
+		return -EINVAL;
+	}
+	if (generated && opts->samples > DLC_SIMULATE_MAX_LENGTH / opts->epochs) {
+		dlc_cause_set(cause, "%u samples times %u epochs is more than %u accesses; use fewer samples or epochs.",
+			      opts->samples, opts->epochs, DLC_SIMULATE_MAX_LENGTH);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int make_trace(const struct simulate_options *opts, struct dlc_trace *trace, char **cause)
+{
+	bool uniform = strcmp(opts->trace, "uniform") == 0;
+	bool importance = strcmp(opts->trace, "importance") == 0;
+	int rc;
+
+	rc = check_combination(opts, uniform || importance, importance, cause);
+	if (rc < 0)
+		return rc;
+	if (uniform)
+		rc = dlc_simulate_shuffle(opts->samples, opts->epochs, opts->seed, trace);
+	else if (importance)
+		rc = dlc_simulate_sample(opts->samples, opts->epochs, opts->weights, opts->sigma,
+					 opts->seed, trace);
+	else
+		return dlc_simulate_load(opts->trace, opts->samples_given ? opts->samples : 0,
+					 trace, cause);
+	if (rc == -ENOMEM)
+		dlc_cause_set(cause, "not enough memory for %u samples times %u epochs; use fewer samples or epochs.",
+			      opts->samples, opts->epochs);
+	return rc;
+}
+
+/* The table's columns: fraction, entries, then per group a ratio per policy and MIN. */
+#define FRACTION_WIDTH 9
+#define ENTRIES_WIDTH 8
+#define RATIO_WIDTH 6
+
+static int column_width(size_t column)
+{
+	const char *name = column < TABLE_KINDS ? dlc_policy_name(table_kinds[column]) : "min";
+	int width = (int)strlen(name);
+
+	return width > RATIO_WIDTH ? width : RATIO_WIDTH;
+}
+
+/* A label centred in dashes over one group of columns. */
+static void print_group(const char *label)
+{
+	int width = -1, dashes;
+
+	for (size_t p = 0; p <= TABLE_KINDS; p++)
+		width += column_width(p) + 1;
+	dashes = width - (int)strlen(label) - 2;
+	printf(" %.*s %s %.*s", dashes / 2, "--------------------------------", label,
+	       dashes - dashes / 2, "--------------------------------");
+}
+
+static void print_header(const struct simulate_options *opts, const struct dlc_trace *trace)
+{
+	bool uniform = strcmp(opts->trace, "uniform") == 0;
+	bool importance = strcmp(opts->trace, "importance") == 0;
+	size_t epochs = (trace->length + trace->epoch_length - 1) / trace->epoch_length;
+
+	if (uniform)
+		printf("# trace: uniform shuffle each epoch, seed %" PRIu64 "\n", opts->seed);
+	else if (importance && opts->weights == DLC_SIMULATE_WEIGHTS_RANK)
+		printf("# trace: importance sampling with replacement, weights ln(rank + 10), seed %" PRIu64 "\n",
+		       opts->seed);
+	else if (importance)
+		printf("# trace: importance sampling with replacement, weights lognormal sigma %g, seed %" PRIu64 "\n",
+		       opts->sigma, opts->seed);
+	else
+		printf("# trace: %s\n", opts->trace);
+	printf("# %u samples; %zu accesses in %zu %s of %zu\n", trace->samples, trace->length,
+	       epochs, epochs == 1 ? "epoch" : "epochs", trace->epoch_length);
+	if (uniform)
+		printf("# importance scores: a random static score per sample, uniform in [0, 1)\n");
+	else if (importance)
+		printf("# importance scores: the sampling weights\n");
+	else if (trace->updates != NULL)
+		printf("# importance scores: from the trace, each from its line on\n");
+	else
+		printf("# importance scores: none in the trace (importance acts as freeze)\n");
+	if (opts->pads)
+		printf("# pads: each epoch, accesses to samples cached at its start come first (min: as drawn)\n");
+	printf("# hit ratio = hits / accesses; min is Belady's MIN with bypass (the optimum)\n");
+	printf("#%*s", FRACTION_WIDTH + ENTRIES_WIDTH + 1, "");
+	print_group("all accesses");
+	printf(" ");
+	print_group("from epoch 2 on");
+	printf("\n#%*s %*s", FRACTION_WIDTH, "fraction", ENTRIES_WIDTH, "entries");
+	for (int group = 0; group < 2; group++) {
+		printf("%s", group ? "  " : "");
+		for (size_t p = 0; p <= TABLE_KINDS; p++)
+			printf(" %*s", column_width(p), p < TABLE_KINDS ? dlc_policy_name(table_kinds[p])
+								       : "min");
+	}
+	printf("\n");
+}
+
+static void print_ratio(uint64_t misses, uint64_t accesses, int width)
+{
+	if (accesses == 0)
+		printf(" %*s", width, "-");
+	else
+		printf(" %*.4f", width, 1.0 - (double)misses / (double)accesses);
+}
+
+/* The replays of the table, shared by the threads that run them. */
+struct job_board {
+	const struct dlc_trace *trace;
+	bool pads;
+	const uint32_t *entries;        /* per row */
+	struct dlc_simulate_result *results;    /* per row, TABLE_KINDS + 1 columns */
+	size_t jobs;                    /* rows * (TABLE_KINDS + 1) */
+	pthread_mutex_t lock;
+	size_t next;                    /* guarded by lock: the next job to start */
+	int rc;                         /* guarded by lock: the first failure, or 0 */
+};
+
+static void *run_jobs(void *arg)
+{
+	struct job_board *board = arg;
+
+	for (;;) {
+		size_t job = SIZE_MAX, row, column;
+		int rc;
+
+		pthread_mutex_lock(&board->lock);
+		if (board->next < board->jobs && board->rc == 0)
+			job = board->next++;
+		pthread_mutex_unlock(&board->lock);
+		if (job == SIZE_MAX)
+			return NULL;
+		row = job / (TABLE_KINDS + 1);
+		column = job % (TABLE_KINDS + 1);
+		if (column < TABLE_KINDS)
+			rc = dlc_simulate_replay(board->trace, table_kinds[column], board->entries[row],
+						 board->pads, &board->results[job]);
+		else
+			rc = dlc_simulate_belady(board->trace, board->entries[row],
+						 &board->results[job]);
+		if (rc < 0) {
+			pthread_mutex_lock(&board->lock);
+			if (board->rc == 0)
+				board->rc = rc;
+			pthread_mutex_unlock(&board->lock);
+		}
+	}
+}
+
+/* Runs every job, on this thread and up to one more per CPU; 0 or -errno. */
+static int run_board(struct job_board *board)
+{
+	pthread_t threads[MAX_THREADS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t wanted = cpus > 1 ? (size_t)cpus : 1, started = 0;
+
+	if (wanted > MAX_THREADS)
+		wanted = MAX_THREADS;
+	if (wanted > board->jobs)
+		wanted = board->jobs;
+	pthread_mutex_init(&board->lock, NULL);
+	/* A thread that cannot start leaves its share to the others. */
+	while (started + 1 < wanted &&
+	       pthread_create(&threads[started], NULL, run_jobs, board) == 0)
+		started++;
+	run_jobs(board);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	pthread_mutex_destroy(&board->lock);
+	return board->rc;
+}
+
+int dlc_simulate_main(int argc, char **argv)
+{
+	struct simulate_options opts;
+	struct dlc_trace trace = { 0 };
+	struct dlc_simulate_result results[MAX_FRACTIONS][TABLE_KINDS + 1];
+	uint32_t entries[MAX_FRACTIONS];
+	struct job_board board = { 0 };
+	char *cause = NULL;
+	int rc;
+
+	rc = parse_options(argc, argv, &opts, &cause);
+	if (rc == 1)
+		return 0;
+	if (rc == 0)
+		rc = make_trace(&opts, &trace, &cause);
+	if (rc < 0)
+		goto out;
+	for (size_t f = 0; f < opts.fraction_count; f++)
+		entries[f] = (uint32_t)llround(opts.fractions[f] * trace.samples);
+	board.trace = &trace;
+	board.pads = opts.pads;
+	board.entries = entries;
+	board.results = &results[0][0];
+	board.jobs = opts.fraction_count * (TABLE_KINDS + 1);
+	rc = run_board(&board);
+	if (rc < 0) {
+		dlc_cause_set(&cause, "not enough memory to replay %u samples; use fewer samples or epochs.",
+			      trace.samples);
+		goto out;
+	}
+	print_header(&opts, &trace);
+	for (size_t f = 0; f < opts.fraction_count; f++) {
+		const struct dlc_simulate_result *row = results[f];
+
+		printf(" %*.4g %*" PRIu32, FRACTION_WIDTH, opts.fractions[f], ENTRIES_WIDTH,
+		       entries[f]);
+		for (size_t p = 0; p <= TABLE_KINDS; p++)
+			print_ratio(row[p].misses, row[p].accesses, column_width(p));
+		printf("  ");
+		for (size_t p = 0; p <= TABLE_KINDS; p++)
+			print_ratio(row[p].later_misses, row[p].later_accesses, column_width(p));
+		printf("\n");
+	}
+	if (fflush(stdout) != 0) {
+		rc = -errno;
+		dlc_cause_set(&cause, "cannot write the table: %s; check standard output.",
+			      strerror(errno));
+	}
+out:
+	if (rc < 0)
+		fprintf(stderr, "dlcache simulate: %s\n",
+			cause ? cause : "out of memory; use fewer samples or epochs.");
+	free(cause);
+	dlc_trace_free(&trace);
+	return rc < 0 ? 1 : 0;
+}

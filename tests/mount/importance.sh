@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Importance-aware caching through the mount: ranks written to .control
+# decide what stays cached; bad control lines fail with EINVAL and lose
+# nothing; .cached lists the cache; scores survive a remount.
+. "$(dirname "$0")/lib.sh"
+
+# 100 files of exactly 16 KiB: each is charged 16 KiB, so 400K holds 25.
+mkdir -p "$SRC/train/c"
+for i in $(seq -w 0 99); do head -c 16384 /dev/urandom >"$SRC/train/c/f$i"; done
+
+# control TEXT: writes TEXT to .control in one write(2) and closes it; prints
+# "ok" or the errno name of the write or the close.  (Python's buffered
+# files write again at close after a failed write, so use the raw calls.)
+control() {
+	python3 - "$MNT/.control" "$1" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+try:
+    os.write(fd, sys.argv[2].encode())
+    os.close(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+PY
+}
+
+cached_list() { sort "$MNT/.cached" | tr '\n' ' ' | sed 's/ $//'; }
+names() { for i in "$@"; do printf 'train/c/f%s ' "$i"; done | sed 's/ $//'; }
+read_files() { for i in "$@"; do cat "$MNT/train/c/f$i" >/dev/null; done; }
+
+test_ranks_keep_exactly_the_top_samples_that_fit() {
+	start_daemon "cache_size=400K"
+	expect_eq "policy" "$(stat_value policy)" importance
+	local lines="" i
+	for i in $(seq -w 0 99); do lines+="$((10#$i)) train/c/f$i"$'\n'; done
+	expect_eq "writing 100 ranks" "$(control "$lines")" ok
+	expect_eq "scored samples" "$(stat_value scored_samples)" 100
+	read_all_shuffled >/dev/null
+	echo 3 >/proc/sys/vm/drop_caches
+	read_all_shuffled >/dev/null
+	expect_eq "cached set" "$(cached_list)" "$(names $(seq 75 99))"
+	expect_eq "entries" "$(stat_value cache.entries)" 25
+	expect_eq "hits in the second epoch" "$(stat_value hits)" 25
+	local admissions evictions
+	admissions=$(stat_value admissions)
+	evictions=$(stat_value evictions)
+	expect_eq "evictions = admissions - 25" "$evictions" $((admissions - 25))
+	expect_eq "bypasses" "$(stat_value bypasses)" $((200 - 25 - admissions))
+}
+
+test_evictions_are_the_lowest_ranked_and_unknown_never_evicts() {
+	start_daemon "cache_size=400K"
+	# No scores yet: the first 25 files read fill the cache (freeze).
+	read_files $(seq -w 0 24)
+	expect_eq "filled" "$(stat_value cache.entries)" 25
+	local lines="" i
+	for i in $(seq -f %02g 0 9); do lines+="1 train/c/f$i"$'\n'; done
+	for i in $(seq -w 10 24); do lines+="5 train/c/f$i"$'\n'; done
+	for i in $(seq -w 50 59); do lines+="3 train/c/f$i"$'\n'; done
+	lines+="2 train/c/f30"$'\n'
+	expect_eq "ranks" "$(control "$lines")" ok
+	read_files $(seq -w 50 59)
+	expect_eq "evictions" "$(stat_value evictions)" 10
+	expect_eq "cached set after the score-3 reads" "$(cached_list)" \
+		"$(names $(seq -w 10 24) $(seq -w 50 59))"
+	# f30 (score 2) is below every cached score; f60 has no score: neither evicts.
+	read_files 30 60
+	expect_eq "evictions after lower and unknown reads" "$(stat_value evictions)" 10
+	expect_eq "bypasses" "$(stat_value bypasses)" 2
+	# Raising f30 above the minimum lets it in on its next read.
+	expect_eq "rescore" "$(control $'9 train/c/f30\n')" ok
+	echo 3 >/proc/sys/vm/drop_caches
+	read_files 30
+	expect_eq "evictions after the rescore" "$(stat_value evictions)" 11
+	grep -qx "train/c/f30" "$MNT/.cached" || fail "f30 not cached after its rescore"
+}
+
+test_bad_lines_fail_with_einval_and_good_lines_around_them_apply() {
+	start_daemon "cache_size=400K"
+	ALLOWED_LOG='\.control: line'
+	local long
+	long="1 train/c/$(head -c 9000 /dev/zero | tr '\0' x)"
+	local bad
+	for bad in "nan train/c/f01" "inf train/c/f01" "1e999 train/c/f01" "0x10 train/c/f01" \
+		"1.0 ../etc/passwd" "1.0 train/../../etc/passwd" "1.0 nosuchfile" "1.0 train/c" \
+		"bogus" "epoch x" "reset now" "12abc train/c/f01" "1.0" "$long"; do
+		expect_eq "good, bad ('${bad:0:40}'), good" \
+			"$(control "1 train/c/f01"$'\n'"$bad"$'\n'"2 train/c/f02"$'\n')" EINVAL
+	done
+	expect_eq "the good lines applied" "$(stat_value scored_samples)" 2
+	expect_eq "control errors" "$(stat_value control_errors)" 14
+	expect_eq "control lines" "$(stat_value control_lines)" $((14 * 3))
+	stat_value last_error | grep -q '^line 2:' || fail "last_error: $(stat_value last_error)"
+	# A bad unterminated last line fails the close, a good one applies there.
+	expect_eq "bad tail" "$(control $'3 train/c/f03\nnan train/c/f04')" EINVAL
+	expect_eq "good tail" "$(control $'3 train/c/f05\n4 train/c/f06')" ok
+	expect_eq "scored after the tails" "$(stat_value scored_samples)" 5
+	# The daemon is alive and nothing cached was lost.
+	read_files 01 02
+	expect_eq "entries" "$(stat_value cache.entries)" 2
+}
+
+test_control_opens_the_way_people_write_files() {
+	start_daemon
+	echo "1 train/c/f01" >"$MNT/.control" || fail "echo >"
+	echo "2 train/c/f02" >>"$MNT/.control" || fail "echo >>"
+	printf '3 /train/c/f03\n4 %s/train/c/f04\n' "$MNT" >"$MNT/.control" || fail "absolute paths"
+	python3 - "$MNT" <<'PY' || fail "python writes"
+import os, sys
+m = sys.argv[1]
+with open(m + "/.control", "w") as f:          # O_CREAT|O_TRUNC
+    for i in range(5, 10):
+        f.write("%d train/c/f%02d\n" % (i, i))
+fd = os.open(m + "/.control", os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"10 train/c/f1")                 # one line split over two writes
+os.write(fd, b"0\n# a comment\n\n")
+os.close(fd)
+PY
+	expect_eq "scored samples" "$(stat_value scored_samples)" 10
+	expect_eq "mode of .control" "$(stat -c %a "$MNT/.control")" 600
+	expect_eq "epoch" "$(control $'epoch 3\n')" ok
+	expect_eq "epoch in stats" "$(stat_value epoch)" 3
+	expect_eq "forget" "$(control $'forget train/c/f01\n')" ok
+	expect_eq "scored after forget" "$(stat_value scored_samples)" 9
+	expect_eq "reset" "$(control $'reset\n')" ok
+	expect_eq "scored after reset" "$(stat_value scored_samples)" 0
+}
+
+test_only_the_owner_writes_control_even_with_allow_other() {
+	command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; return 0; }
+	chmod -R o+rX "$SRC" "$WORK"
+	start_daemon "allow_other"
+	local f=train/c/f07
+	setpriv --reuid=65534 --regid=65534 --clear-groups cat "$MNT/$f" | cmp - "$SRC/$f" \
+		|| fail "another user cannot read the data"
+	if setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo '1 $f' > '$MNT/.control'" 2>/dev/null; then
+		fail "another user wrote .control"
+	fi
+	expect_eq "scored samples" "$(stat_value scored_samples)" 0
+}
+
+test_scores_survive_a_remount() {
+	start_daemon
+	expect_eq "ranks" "$(control $'1 train/c/f01\n2 train/c/f02\n3 train/c/f03\n')" ok
+	stop_daemon
+	start_daemon
+	expect_eq "scored samples after remount" "$(stat_value scored_samples)" 3
+}
+
+test_prefetch_fetches_in_the_background_through_admission() {
+	start_daemon
+	expect_eq "prefetch" "$(control $'prefetch train/c/f05\nprefetch train/c/f06\n')" ok
+	for _ in $(seq 100); do
+		[ "$(stat_value cache.entries)" = 2 ] && break
+		sleep 0.05
+	done
+	expect_eq "cached after prefetch" "$(cached_list)" "train/c/f05 train/c/f06"
+	expect_eq "prefetches" "$(stat_value prefetches)" 2
+	expect_eq "misses" "$(stat_value misses)" 0
+	read_files 05
+	expect_eq "a prefetched file is a hit" "$(stat_value hits)" 1
+}
+
+run_tests

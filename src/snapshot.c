@@ -41,9 +41,12 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,7 +67,45 @@ struct dlc_snapshot {
 	char *source;
 	uint64_t total_bytes;
 	uint64_t id;                 /* xxh3 of nodes and pool: the namespace's identity */
+	/* The path index, built on the first resolve (see path_index_build). */
+	pthread_mutex_t index_lock;  /* serializes the build */
+	_Atomic(uint64_t *) index;   /* slots: hash tag << 32 | ino, 0 = empty */
+	uint64_t index_mask;
 };
+
+#define HUGE_PAGE (2u << 20)
+
+/*
+ * Zeroed memory for a large table probed at random: 2 MiB aligned and
+ * advised into transparent huge pages, which spares a TLB miss per probe.
+ */
+static void *alloc_huge(size_t bytes)
+{
+	void *p;
+
+	bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+	if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+		return NULL;
+	(void)madvise(p, bytes, MADV_HUGEPAGE);
+	memset(p, 0, bytes);
+	return p;
+}
+
+/* Moves a loaded array of bytes into huge pages; keeps it where it is on failure. */
+static void move_to_huge(void *array_ptr, size_t bytes)
+{
+	void *old, *moved;
+
+	if (bytes < HUGE_PAGE)
+		return;
+	memcpy(&old, array_ptr, sizeof(old));
+	moved = alloc_huge(bytes);
+	if (!moved)
+		return;
+	memcpy(moved, old, bytes);
+	free(old);
+	memcpy(array_ptr, &moved, sizeof(moved));
+}
 
 /*
  * Grows the array that *array_ptr points to (any object pointer; *cap
@@ -1025,6 +1066,8 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 		return -EINVAL;
 	}
 	snapshot = calloc(1, sizeof(*snapshot));
+	if (snapshot)
+		pthread_mutex_init(&snapshot->index_lock, NULL);
 	if (!snapshot) {
 		dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
 		return -ENOMEM;
@@ -1070,6 +1113,9 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	}
 	shrink_array(&snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes));
 	shrink_array(&snapshot->pool, snapshot->pool_len);
+	/* Lookups and resolves touch both at random. */
+	move_to_huge(&snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes));
+	move_to_huge(&snapshot->pool, snapshot->pool_len);
 	snapshot->id = XXH3_64bits(snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes)) ^
 		       XXH3_64bits(snapshot->pool, snapshot->pool_len);
 	*out = snapshot;
@@ -1088,6 +1134,8 @@ void dlc_snapshot_free(struct dlc_snapshot *snapshot)
 	free(snapshot->nodes);
 	free(snapshot->pool);
 	free(snapshot->source);
+	free(atomic_load(&snapshot->index));
+	pthread_mutex_destroy(&snapshot->index_lock);
 	free(snapshot);
 }
 
@@ -1166,10 +1214,97 @@ uint64_t dlc_snapshot_lookup(const struct dlc_snapshot *snapshot, uint64_t paren
 	return lookup_component(snapshot, parent, name, strlen(name));
 }
 
+/*
+ * The path index.  Resolving a path component by component costs a binary
+ * search per component, and in a large directory every step of it is a cache
+ * miss: 1.28 M rank lines in random order spent 88% of their time there.  So
+ * the first resolve builds a hash table of every entry's whole path: the
+ * hash of a path is chained over its components (the root's is PATH_SEED,
+ * a child's is XXH3 of its name seeded with its parent's), so building it is
+ * one pass in inode order and looking up a path never copies it.  A slot
+ * holds the top 32 bits of the hash and the inode; a lookup that matches the
+ * tag checks the names up the parent chain, so a hash collision costs a
+ * probe, never a wrong answer.  Open addressing, linear probing, at most 2/3
+ * full: 8 to 12 bytes per entry, built in about 0.2 s for 1.28 M entries.
+ */
+#define PATH_SEED 0x9e3779b97f4a7c15ULL
+static uint64_t chain_hash(uint64_t parent_hash, const char *name, size_t len)
+{
+	return XXH3_64bits_withSeed(name, len, parent_hash);
+}
+
+static uint64_t *path_index_build(struct dlc_snapshot *snapshot)
+{
+	uint64_t *hashes, *table, size = 4;
+	uint64_t *built;
+
+	pthread_mutex_lock(&snapshot->index_lock);
+	built = atomic_load(&snapshot->index);
+	if (built)
+		goto out;
+	while (size < (uint64_t)snapshot->count * 3 / 2)
+		size *= 2;
+	hashes = malloc(((size_t)snapshot->count + 1) * sizeof(*hashes));
+	table = alloc_huge(size * sizeof(*table));
+	if (!hashes || !table) {
+		free(hashes);
+		free(table);
+		goto out;       /* resolve falls back to the binary searches */
+	}
+	hashes[DLC_SNAPSHOT_ROOT_INO] = PATH_SEED;
+	for (uint64_t ino = DLC_SNAPSHOT_ROOT_INO + 1; ino <= snapshot->count; ino++) {
+		const struct dlc_node *node = &snapshot->nodes[ino - 1];
+		const char *name = snapshot->pool + node->name_off;
+		uint64_t h = chain_hash(hashes[node->parent], name, strlen(name));
+		uint64_t slot = h & (size - 1);
+
+		hashes[ino] = h;
+		while (table[slot])
+			slot = (slot + 1) & (size - 1);
+		table[slot] = (h & 0xffffffff00000000ULL) | ino;
+	}
+	free(hashes);
+	snapshot->index_mask = size - 1;
+	atomic_store(&snapshot->index, table);
+	built = table;
+out:
+	pthread_mutex_unlock(&snapshot->index_lock);
+	return built;
+}
+
+/* Whether ino's path is exactly the n components in starts/lens. */
+static bool path_matches(const struct dlc_snapshot *snapshot, uint64_t ino,
+			 const char *const *starts, const size_t *lens, size_t n)
+{
+	while (n > 0) {
+		const struct dlc_node *node;
+		const char *name;
+
+		if (ino == DLC_SNAPSHOT_ROOT_INO)
+			return false;
+		node = &snapshot->nodes[ino - 1];
+		name = snapshot->pool + node->name_off;
+		n--;
+		if (strncmp(name, starts[n], lens[n]) != 0 || name[lens[n]] != '\0')
+			return false;
+		ino = node->parent;
+	}
+	return ino == DLC_SNAPSHOT_ROOT_INO;
+}
+
+#define MAX_COMPONENTS 256
+
 uint64_t dlc_snapshot_resolve(const struct dlc_snapshot *snapshot, const char *path)
 {
-	uint64_t ino = DLC_SNAPSHOT_ROOT_INO;
+	struct dlc_snapshot *mutable = (struct dlc_snapshot *)snapshot;
+	const char *starts[MAX_COMPONENTS];
+	size_t lens[MAX_COMPONENTS];
+	uint64_t *table = atomic_load(&mutable->index);
+	uint64_t h = PATH_SEED, ino = DLC_SNAPSHOT_ROOT_INO;
+	size_t n = 0;
 
+	if (!table)
+		table = path_index_build(mutable);
 	for (;;) {
 		const char *end;
 		size_t len;
@@ -1177,16 +1312,38 @@ uint64_t dlc_snapshot_resolve(const struct dlc_snapshot *snapshot, const char *p
 		while (*path == '/')
 			path++;
 		if (!*path)
-			return ino;
+			break;
 		end = strchrnul(path, '/');
 		len = (size_t)(end - path);
 		if (path[0] == '.' && (len == 1 || (len == 2 && path[1] == '.')))
 			return 0;
-		ino = lookup_component(snapshot, ino, path, len);
-		if (!ino)
-			return 0;
+		if (table && n < MAX_COMPONENTS) {
+			starts[n] = path;
+			lens[n++] = len;
+			h = chain_hash(h, path, len);
+		} else {
+			/* No index (no memory for it) or a very deep path: search. */
+			table = NULL;
+			for (size_t i = 0; i < n; i++)
+				ino = lookup_component(snapshot, ino, starts[i], lens[i]);
+			n = 0;
+			ino = ino ? lookup_component(snapshot, ino, path, len) : 0;
+			if (!ino)
+				return 0;
+		}
 		path = end;
 	}
+	if (!table || n == 0)
+		return ino;
+	for (uint64_t slot = h & snapshot->index_mask; table[slot];
+	     slot = (slot + 1) & snapshot->index_mask) {
+		uint64_t candidate = table[slot] & 0xffffffffULL;
+
+		if ((table[slot] & 0xffffffff00000000ULL) == (h & 0xffffffff00000000ULL) &&
+		    path_matches(snapshot, candidate, starts, lens, n))
+			return candidate;
+	}
+	return 0;
 }
 
 int dlc_snapshot_path(const struct dlc_snapshot *snapshot, uint64_t ino, char *buf,
@@ -1239,6 +1396,9 @@ uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot)
 
 size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot)
 {
+	size_t index = atomic_load(&((struct dlc_snapshot *)snapshot)->index) ?
+		       (snapshot->index_mask + 1) * sizeof(uint64_t) : 0;
+
 	return sizeof(*snapshot) + (size_t)snapshot->count * sizeof(*snapshot->nodes) +
-	       snapshot->pool_len + strlen(snapshot->source) + 1;
+	       snapshot->pool_len + strlen(snapshot->source) + 1 + index;
 }

@@ -906,6 +906,37 @@ START_TEST(test_backend_emulates_delay_and_bandwidth)
 }
 END_TEST
 
+/* Deeper than the path index's component limit: resolve falls back to
+ * component-by-component search and still finds (or refuses) the entry. */
+START_TEST(test_resolve_of_very_deep_paths)
+{
+	char relative[2048] = "deep";
+	char path[4096];
+	uint64_t ino;
+
+	make_dir("deep");
+	for (int i = 1; i < 300; i++) {
+		strcat(relative, "/d");
+		make_dir(relative);
+	}
+	strcat(relative, "/leaf");
+	write_file(relative, 5, 1700000000, 0);
+	dlc_snapshot_free(snap);
+	build_into(snap_file, 0, NULL);
+	snap = load_ok(snap_file);
+	ino = dlc_snapshot_resolve(snap, relative);
+	ck_assert_uint_ne(ino, 0);
+	ck_assert_int_eq(dlc_snapshot_path(snap, ino, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, relative);
+	ck_assert_uint_eq(dlc_snapshot_node(snap, ino)->size, 5);
+	strcat(relative, "x");
+	ck_assert_uint_eq(dlc_snapshot_resolve(snap, relative), 0);
+	/* The same entries through the index, after the deep ones. */
+	ck_assert_uint_ne(dlc_snapshot_resolve(snap, "deep/d/d"), 0);
+	ck_assert_uint_eq(dlc_snapshot_resolve(snap, "deep/d/x"), 0);
+}
+END_TEST
+
 static Suite *snapshot_suite(void)
 {
 	Suite *s = suite_create("snapshot");
@@ -930,6 +961,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_resolve_path_forms);
 	tcase_add_test(tc, test_path_round_trips_through_resolve);
 	tcase_add_test(tc, test_path_buffer_bounds);
+	tcase_add_test(tc, test_resolve_of_very_deep_paths);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("numbering");

@@ -122,9 +122,16 @@ int dlc_scores_load(struct dlc_scores *scores, const char *file, uint64_t snapsh
 	if (fd < 0)
 		return -errno;
 	n = pread(fd, &header, sizeof(header), 0);
-	if (n != (ssize_t)sizeof(header) || header.magic != SCORES_MAGIC ||
-	    header.entries != scores->max_ino) {
-		rc = n < 0 ? -errno : header.magic == SCORES_MAGIC ? -ESTALE : -EBADMSG;
+	if (n != (ssize_t)sizeof(header)) {
+		rc = n < 0 ? -errno : -EBADMSG;
+		goto out;
+	}
+	if (header.magic != SCORES_MAGIC) {
+		rc = -EBADMSG;
+		goto out;
+	}
+	if (header.entries != scores->max_ino) {
+		rc = -ESTALE;
 		goto out;
 	}
 	if (header.snapshot_id != snapshot_id) {

@@ -29,6 +29,8 @@ struct dlc_cache {
 	struct dlc_scores scores;       /* guarded by lock (writes); the policy reads it */
 	char *scores_file;              /* NULL: scores are not saved */
 	uint64_t *hashes;               /* guarded by lock; per inode, valid when ready */
+	uint64_t *stamps;               /* guarded by lock; per inode: the cache file as last
+					 * checked in this mount, 0 = not checked yet */
 	uint8_t *ready;                 /* guarded by lock; bitmap by inode */
 	bool admission;                 /* guarded by lock */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
@@ -41,6 +43,7 @@ static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
 
 static void set_ready(struct dlc_cache *cache, uint32_t ino, bool ready)
 {
+	cache->stamps[ino] = 0;
 	if (ready)
 		cache->ready[ino >> 3] |= (uint8_t)(1u << (ino & 7));
 	else
@@ -108,8 +111,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	cache->admission = kind != DLC_POLICY_NONE;
 	cache->policy = dlc_policy_create(kind, capacity, count);
 	cache->hashes = calloc((size_t)count + 1, sizeof(*cache->hashes));
+	cache->stamps = calloc((size_t)count + 1, sizeof(*cache->stamps));
 	cache->ready = calloc((size_t)count / 8 + 1, 1);
-	if (!cache->policy || !cache->hashes || !cache->ready ||
+	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->ready ||
 	    dlc_scores_init(&cache->scores, count) < 0)
 		goto err_nomem;
 	if (scores_file) {
@@ -159,6 +163,7 @@ void dlc_cache_close(struct dlc_cache *cache)
 	free(cache->scores_file);
 	dlc_ino_list_free(&cache->victims);
 	free(cache->hashes);
+	free(cache->stamps);
 	free(cache->ready);
 	pthread_mutex_destroy(&cache->lock);
 	free(cache);
@@ -167,7 +172,7 @@ void dlc_cache_close(struct dlc_cache *cache)
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size)
 {
 	char path[4096];
-	uint64_t hash;
+	uint64_t hash, stamp;
 	int rc;
 
 	pthread_mutex_lock(&cache->lock);
@@ -181,9 +186,14 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	rc = dlc_store_read(cache->store, path, buf, size, hash);
-	if (rc == 0)
+	rc = dlc_store_read(cache->store, path, buf, size, hash, &stamp);
+	if (rc == 0) {
+		pthread_mutex_lock(&cache->lock);
+		if (is_ready(cache, ino) && cache->hashes[ino] == hash)
+			cache->stamps[ino] = stamp;
+		pthread_mutex_unlock(&cache->lock);
 		return 0;
+	}
 
 	pthread_mutex_lock(&cache->lock);
 	/* Drop it unless an eviction or a new insert got there first. */
@@ -196,6 +206,24 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 	}
 	pthread_mutex_unlock(&cache->lock);
 	return -ENOENT;
+}
+
+int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
+{
+	char path[4096];
+	uint64_t stamp;
+	int rc;
+
+	pthread_mutex_lock(&cache->lock);
+	stamp = is_ready(cache, ino) ? cache->stamps[ino] : 0;
+	pthread_mutex_unlock(&cache->lock);
+	if (!stamp)
+		return -ESTALE;
+	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	rc = dlc_store_open_checked(cache->store, path, stamp);
+	return rc == -ENOENT ? -ESTALE : rc;
 }
 
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)

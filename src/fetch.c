@@ -271,6 +271,22 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	return obtain(fetch, ino, node->size, out);
 }
 
+int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
+{
+	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
+	int fd;
+
+	if (!node)
+		return -ENOENT;
+	fd = dlc_cache_open_checked(fetch->cache, ino);
+	if (fd < 0)
+		return fd;
+	dlc_cache_hit(fetch->cache, ino);
+	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
+	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
+	return fd;
+}
+
 static void *prefetch_worker(void *arg)
 {
 	struct dlc_fetch *fetch = arg;

@@ -52,6 +52,7 @@ enum handle_kind {
 	HANDLE_DIRECT,      /* a large file read from the source by range */
 	HANDLE_TEXT,        /* a virtual file's contents, made at open */
 	HANDLE_CONTROL,     /* .control: a parser for what is written */
+	HANDLE_FD,          /* a checked cache file, spliced by range */
 };
 
 struct handle {
@@ -60,6 +61,7 @@ struct handle {
 	struct dlc_backend_file *direct;
 	char *text;
 	size_t text_len;
+	int fd;                                 /* HANDLE_FD */
 	pthread_mutex_t lock;                   /* HANDLE_CONTROL: guards parser */
 	struct dlc_control_parser *parser;
 };
@@ -165,6 +167,11 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	/* Hits are spliced from the cache file's descriptor. */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
+	if (conn->capable & FUSE_CAP_SPLICE_MOVE)
+		conn->want |= FUSE_CAP_SPLICE_MOVE;
 	if (fs->context->max_background)
 		conn->max_background = fs->context->max_background;
 }
@@ -364,6 +371,8 @@ static void free_handle(struct fs *fs, struct handle *h)
 	dlc_blob_put(h->blob);
 	if (h->direct)
 		dlc_fetch_close_direct(fs->context->fetch, h->direct);
+	if (h->kind == HANDLE_FD)
+		close(h->fd);
 	if (h->parser) {
 		dlc_control_parser_free(h->parser);
 		pthread_mutex_destroy(&h->lock);
@@ -386,6 +395,11 @@ static int open_file(struct fs *fs, fuse_ino_t ino, struct handle *h)
 	if (node->size > c->cache_max_file) {
 		h->kind = HANDLE_DIRECT;
 		return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
+	}
+	h->fd = dlc_fetch_open_cached(c->fetch, (uint32_t)ino);
+	if (h->fd >= 0) {
+		h->kind = HANDLE_FD;
+		return 0;
 	}
 	h->kind = HANDLE_BLOB;
 	return dlc_fetch_get(c->fetch, (uint32_t)ino, &h->blob);
@@ -452,6 +466,15 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case HANDLE_CONTROL:
 		fuse_reply_buf(req, NULL, 0);
 		return;
+	case HANDLE_FD: {
+		struct fuse_bufvec data = FUSE_BUFVEC_INIT(size);
+
+		data.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		data.buf[0].fd = h->fd;
+		data.buf[0].pos = off;
+		fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE);
+		return;
+	}
 	case HANDLE_DIRECT:
 		buf = malloc(size);
 		if (!buf) {

@@ -958,8 +958,21 @@ int dlc_store_load(struct dlc_store *store,
 	return err;
 }
 
+/* What dlc_store_read's stamp is made of: the file and its last change. */
+static uint64_t stamp_of(const struct stat *st)
+{
+	const uint64_t parts[] = {
+		(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+		(uint64_t)st->st_ctim.tv_sec, (uint64_t)st->st_ctim.tv_nsec,
+		(uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec,
+	};
+	uint64_t stamp = XXH3_64bits(parts, sizeof(parts));
+
+	return stamp ? stamp : 1;
+}
+
 int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
-		   uint64_t hash)
+		   uint64_t hash, uint64_t *stamp)
 {
 	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
 	struct stat st;
@@ -998,9 +1011,29 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
 	}
 	if ((uint64_t)XXH3_64bits(buf, (size_t)size) != hash)
 		rc = -EBADMSG;
+	else if (stamp)
+		*stamp = stamp_of(&st);
 out:
 	close(fd);
 	return rc;
+}
+
+int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp)
+{
+	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
+	struct stat st;
+	int fd;
+
+	entry_name(path, name);
+	data_path(name, rel);
+	fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? -ESTALE : -errno;
+	if (fstat(fd, &st) != 0 || stamp_of(&st) != stamp) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
 }
 
 /* Writes size bytes to a new file at tmp_path; on failure nothing is left. */

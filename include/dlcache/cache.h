@@ -9,6 +9,11 @@
  * chosen by the policy are carried out (file deleted) before the admitted
  * entry's file is written, so the cache files never hold more than the
  * capacity.
+ *
+ * The first hit on an entry in a mount reads it whole and checks its xxh3;
+ * later hits open the file and serve it by range (spliced), after checking
+ * with fstat that the file is still the one that was checked.  A cache file
+ * changed behind the daemon is therefore checked again before it is served.
  */
 #ifndef DLCACHE_CACHE_H
 #define DLCACHE_CACHE_H
@@ -69,6 +74,15 @@ int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len);
  * corrupt, and reported as -ENOENT.  Counts nothing else.
  */
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size);
+
+/*
+ * Opens the cached copy of ino for reading by range, without reading it,
+ * when its bytes were checked by dlc_cache_read earlier in this mount and
+ * the file has not changed since (dlc_store_open_checked).  Returns the fd;
+ * -ESTALE when the caller must go through dlc_cache_read (not checked yet,
+ * changed, gone, or not cached).
+ */
+int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino);
 
 /* Tells the policy that ino was served from the cache (lru recency). */
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);

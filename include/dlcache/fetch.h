@@ -65,6 +65,13 @@ void dlc_fetch_stop(struct dlc_fetch *fetch);
 
 #define DLC_FETCH_QUEUE 65536
 
+/*
+ * A hit that needs no reading now: an fd on ino's cache file, checked
+ * earlier in this mount (dlc_cache_open_checked), counted as a hit.  -ESTALE
+ * when the caller must use dlc_fetch_get.
+ */
+int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
+
 /* Range reads from the source for files too large to cache (counted as bypasses). */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out);
 ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file, void *buf,

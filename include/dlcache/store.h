@@ -66,7 +66,17 @@ int dlc_store_load(struct dlc_store *store,
  * -ENOENT when it is gone; -EBADMSG when size or hash differ; other -errno.
  */
 int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
-		   uint64_t hash);
+		   uint64_t hash, uint64_t *stamp);
+
+/*
+ * The stamp (when stamp is not NULL) that dlc_store_read fills on success
+ * identifies the file as it was checked: device, inode number, size, mtime
+ * and ctime, which change whenever anything writes, truncates or replaces the
+ * file.  dlc_store_open_checked opens path's cached copy for reading by
+ * range without reading it, if its stamp is still stamp: returns the fd, or
+ * -ESTALE (changed since it was checked: read it whole again), -ENOENT.
+ */
+int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp);
 
 /*
  * Caches size bytes of data for path (crash-safe, see DESIGN).  Stores the

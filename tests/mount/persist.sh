@@ -41,6 +41,25 @@ test_a_corrupted_cache_file_is_never_served() {
 	ALLOWED_LOG='^$'
 }
 
+test_a_cache_file_corrupted_while_mounted_is_checked_again() {
+	start_daemon
+	local f=train/n00000001/n00000001_4.JPEG
+	cat "$MNT/$f" >/dev/null       # miss: admitted
+	cat "$MNT/$f" >/dev/null       # first hit: read whole and checked
+	cat "$MNT/$f" >/dev/null       # later hits: spliced from the checked file
+	expect_eq "hits" "$(stat_value hits)" 2
+	local victim
+	victim=$(find "$CACHE/data" -type f | sed -n 1p)
+	printf 'XXXX' | dd of="$victim" bs=1 seek=10 conv=notrunc status=none
+	echo 3 >/proc/sys/vm/drop_caches
+	ALLOWED_LOG='cached copy of .* dropped'
+	cmp "$MNT/$f" "$SRC/$f" || fail "served a cache file corrupted while mounted"
+	expect_eq "corrupt" "$(stat_value corrupt)" 1
+	expect_eq "misses" "$(stat_value misses)" 2
+	stop_daemon
+	ALLOWED_LOG='^$'
+}
+
 test_background_mount_returns_when_ready_and_umount_flushes() {
 	"$DLCACHE" mount "$SRC" "$MNT" -o "cache_dir=$CACHE,log_level=warning" 2>>"$LOG" \
 		|| fail "background mount failed"

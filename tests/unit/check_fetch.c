@@ -288,6 +288,36 @@ START_TEST(source_file_changed_in_size_gives_eio)
 }
 END_TEST
 
+START_TEST(checked_hits_open_the_cache_file_until_it_changes)
+{
+	char path[256];
+	char byte;
+	int fd;
+
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);   /* not cached */
+	get_and_check(2);                                                      /* miss, admitted */
+	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);   /* not checked yet */
+	get_and_check(2);                                                      /* hit, checked */
+	fd = dlc_fetch_open_cached(fetch, ino_of(2));
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
+	ck_assert_uint_eq((unsigned char)byte, (5 * 31 + 2) & 0xff);
+	close(fd);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 2);
+
+	/* Rewrite the cache file in place with the same bytes: its stamp changes. */
+	snprintf(path, sizeof(path), "find %s/data -type f -exec touch {} +", cache_dir);
+	ck_assert_int_eq(system(path), 0);
+	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);
+	get_and_check(2);                                                      /* checked again */
+	fd = dlc_fetch_open_cached(fetch, ino_of(2));
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -300,6 +330,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, miss_then_hit);
 	tcase_add_test(hits, cache_survives_reopen);
 	tcase_add_test(hits, policy_none_bypasses);
+	tcase_add_test(hits, checked_hits_open_the_cache_file_until_it_changes);
 	suite_add_tcase(s, hits);
 
 	tcase_add_checked_fixture(integrity, setup, teardown);

@@ -254,7 +254,7 @@ static void read_ok(struct dlc_store *store, const char *path, size_t size, unsi
 {
 	void *want = make_bytes(size, seed);
 	void *got = malloc(size ? size : 1);
-	int rc = dlc_store_read(store, path, got, size, hash);
+	int rc = dlc_store_read(store, path, got, size, hash, NULL);
 
 	ck_assert_msg(rc == 0, "read %s: %s", path, strerror(-rc));
 	ck_assert(memcmp(want, got, size) == 0);
@@ -265,7 +265,7 @@ static void read_ok(struct dlc_store *store, const char *path, size_t size, unsi
 static int read_rc(struct dlc_store *store, const char *path, size_t size, uint64_t hash)
 {
 	void *buf = malloc(size ? size : 1);
-	int rc = dlc_store_read(store, path, buf, size, hash);
+	int rc = dlc_store_read(store, path, buf, size, hash, NULL);
 
 	free(buf);
 	return rc;
@@ -1042,7 +1042,7 @@ static void *worker_main(void *arg)
 		void *buf = malloc(SIZE);
 
 		snprintf(path, sizeof(path), "t%u/%u", w->id, i);
-		if (dlc_store_read(w->store, path, buf, SIZE, hashes[i]) != 0)
+		if (dlc_store_read(w->store, path, buf, SIZE, hashes[i], NULL) != 0)
 			w->failures++;
 		free(buf);
 		if (i % 2 && dlc_store_remove(w->store, path) != 0)

@@ -8,11 +8,21 @@
  * then lands the flight, so that a reader arriving while the bytes are being
  * written to the cache joins the flight instead of starting a second fetch.
  *
- * Prefetch workers pop inodes from a ring under the same lock and fly them
- * like misses; a reader that arrives meanwhile joins the flight.
+ * Prefetch.  "prefetch PATH" lines announce the order in which the job will
+ * read: each announced file gets the next sequence number and joins a FIFO
+ * plan.  Workers take files from the plan and fly them like misses (so the
+ * bytes go through admission, and a reader arriving meanwhile joins the
+ * flight), then keep the bytes in memory, "staged", until the reader opens
+ * the file.  The reader's position is the sequence number of the last
+ * announced file it opened; staged files it has passed are dropped and plan
+ * entries it has passed are skipped.  Staged plus in-flight prefetches never
+ * exceed the window (prefetch_window files, PREFETCH_WINDOW_BYTES bytes), so
+ * the prefetcher stays a bounded distance ahead, and what it holds for the
+ * reader is in memory, where no eviction can take it.
  *
  * INVARIANTS.  fetch->lock guards the flight list, every flight's fields,
- * the prefetch ring and the stopping flag.
+ * the plan, the staged files, the reader's position and the stopping flag.
+ * Plan entry i (from plan_head) has sequence number plan_head_seq + i.
  * A flight is referenced by its owner and by each waiter (refs); the last
  * one to drop it frees it.  At most one flight per inode is in the list.
  */
@@ -36,6 +46,16 @@ struct flight {
 	struct flight *next;
 };
 
+/* A prefetched file held for the reader. */
+struct staged {
+	uint32_t ino;
+	uint64_t seq;
+	struct dlc_blob *blob;
+};
+
+#define PREFETCH_WINDOW_BYTES (256ULL << 20)
+#define PLAN_MAX (64u << 20)
+
 struct dlc_fetch {
 	struct dlc_backend *backend;
 	const struct dlc_snapshot *snapshot;
@@ -45,10 +65,23 @@ struct dlc_fetch {
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when any flight lands */
 	struct flight *flights;         /* guarded by lock */
-	pthread_cond_t queued;          /* signalled when the ring gains work or stopping */
-	uint32_t *ring;                 /* guarded by lock: DLC_FETCH_QUEUE prefetch requests */
-	size_t ring_head;               /* guarded by lock: next to pop */
-	size_t ring_count;              /* guarded by lock */
+	pthread_cond_t queued;          /* broadcast when the plan gains work, the window
+					 * gains room, or stopping */
+	uint32_t *plan;                 /* guarded by lock: announced inodes, a ring */
+	size_t plan_size;               /* guarded by lock: slots in plan */
+	size_t plan_head;               /* guarded by lock: next to take */
+	size_t plan_count;              /* guarded by lock */
+	uint64_t plan_head_seq;         /* guarded by lock: sequence number at plan_head */
+	uint64_t next_seq;              /* guarded by lock: of the next announced file */
+	uint64_t *announced;            /* guarded by lock: per inode, its latest sequence
+					 * number, 0 = never; NULL until the first prefetch */
+	_Atomic bool planning;          /* announced != NULL: readers must report opens */
+	uint64_t reader_seq;            /* guarded by lock: the reader's position */
+	struct staged *staged;          /* guarded by lock: window entries, window of them */
+	unsigned nstaged;               /* guarded by lock */
+	uint64_t staged_bytes;          /* guarded by lock */
+	unsigned active;                /* guarded by lock: workers fetching */
+	unsigned window;
 	bool stopping;                  /* guarded by lock */
 	pthread_t *workers;
 	unsigned nworkers;
@@ -88,12 +121,8 @@ struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc
 
 	if (!fetch)
 		return NULL;
-	fetch->ring = malloc(DLC_FETCH_QUEUE * sizeof(*fetch->ring));
-	if (!fetch->ring) {
-		free(fetch);
-		return NULL;
-	}
 	fetch->max_file = max_file;
+	fetch->window = 1;
 	pthread_cond_init(&fetch->queued, NULL);
 	fetch->backend = backend;
 	fetch->snapshot = snapshot;
@@ -110,7 +139,9 @@ void dlc_fetch_free(struct dlc_fetch *fetch)
 		return;
 	dlc_fetch_stop(fetch);
 	assert(fetch->flights == NULL);
-	free(fetch->ring);
+	free(fetch->plan);
+	free(fetch->announced);
+	free(fetch->staged);
 	pthread_cond_destroy(&fetch->queued);
 	pthread_cond_destroy(&fetch->landed);
 	pthread_mutex_destroy(&fetch->lock);
@@ -249,6 +280,50 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, struct d
 	return rc;
 }
 
+/*
+ * A reader opened ino: moves the reader's position to ino's sequence number
+ * if it was announced ahead, drops the staged files it has passed, and
+ * returns ino's own staged bytes, if any (the caller's reference).  Lock held.
+ */
+static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino)
+{
+	struct dlc_blob *mine = NULL;
+	uint64_t seq = fetch->announced[ino];
+	unsigned kept = 0;
+
+	if (seq <= fetch->reader_seq)
+		return NULL;
+	fetch->reader_seq = seq;
+	for (unsigned i = 0; i < fetch->nstaged; i++) {
+		struct staged *st = &fetch->staged[i];
+
+		if (st->seq > seq) {
+			fetch->staged[kept++] = *st;
+			continue;
+		}
+		fetch->staged_bytes -= st->blob->size;
+		if (st->ino == ino && !mine)
+			mine = st->blob;
+		else
+			dlc_blob_put(st->blob);
+	}
+	fetch->nstaged = kept;
+	pthread_cond_broadcast(&fetch->queued);
+	return mine;
+}
+
+static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino)
+{
+	struct dlc_blob *staged;
+
+	if (!atomic_load_explicit(&fetch->planning, memory_order_acquire))
+		return NULL;
+	pthread_mutex_lock(&fetch->lock);
+	staged = reader_opened(fetch, ino);
+	pthread_mutex_unlock(&fetch->lock);
+	return staged;
+}
+
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 {
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
@@ -256,6 +331,14 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 
 	if (!node)
 		return -ENOENT;
+	blob = note_open(fetch, ino);
+	if (blob) {
+		/* Fetched ahead by a prefetch worker: nobody waits for the source. */
+		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
+		dlc_stats_add(fetch->stats, DLC_STAT_PREFETCH_HITS, 1);
+		*out = blob;
+		return 0;
+	}
 	blob = blob_new(node->size);
 	if (!blob)
 		return -ENOMEM;
@@ -278,6 +361,19 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 
 	if (!node)
 		return -ENOENT;
+	if (atomic_load_explicit(&fetch->planning, memory_order_acquire)) {
+		bool staged = false;
+
+		pthread_mutex_lock(&fetch->lock);
+		for (unsigned i = 0; i < fetch->nstaged && !staged; i++)
+			staged = fetch->staged[i].ino == ino;
+		/* A staged file is dlc_fetch_get's to take; otherwise move the reader on. */
+		if (!staged)
+			dlc_blob_put(reader_opened(fetch, ino));
+		pthread_mutex_unlock(&fetch->lock);
+		if (staged)
+			return -ESTALE;
+	}
 	fd = dlc_cache_open_checked(fetch->cache, ino);
 	if (fd < 0)
 		return fd;
@@ -287,6 +383,12 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 	return fd;
 }
 
+static bool window_full(const struct dlc_fetch *fetch)
+{
+	return fetch->nstaged + fetch->active >= fetch->window ||
+	       fetch->staged_bytes >= PREFETCH_WINDOW_BYTES;
+}
+
 static void *prefetch_worker(void *arg)
 {
 	struct dlc_fetch *fetch = arg;
@@ -294,32 +396,51 @@ static void *prefetch_worker(void *arg)
 	pthread_mutex_lock(&fetch->lock);
 	for (;;) {
 		const struct dlc_node *node;
+		struct dlc_blob *blob = NULL;
 		uint32_t ino;
+		uint64_t seq;
 
-		while (!fetch->stopping && fetch->ring_count == 0)
+		while (!fetch->stopping && (fetch->plan_count == 0 || window_full(fetch)))
 			pthread_cond_wait(&fetch->queued, &fetch->lock);
 		if (fetch->stopping)
 			break;
-		ino = fetch->ring[fetch->ring_head];
-		fetch->ring_head = (fetch->ring_head + 1) % DLC_FETCH_QUEUE;
-		fetch->ring_count--;
+		ino = fetch->plan[fetch->plan_head];
+		seq = fetch->plan_head_seq++;
+		fetch->plan_head = (fetch->plan_head + 1) % fetch->plan_size;
+		fetch->plan_count--;
+		/* Passed by the reader, or announced again later: not needed now. */
+		if (seq <= fetch->reader_seq || fetch->announced[ino] != seq)
+			continue;
+		fetch->active++;
 		pthread_mutex_unlock(&fetch->lock);
 
 		node = dlc_snapshot_node(fetch->snapshot, ino);
 		if (!dlc_cache_contains(fetch->cache, ino)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
-			obtain(fetch, ino, node->size, NULL);
+			if (obtain(fetch, ino, node->size, &blob) < 0)
+				blob = NULL;
 		}
+
 		pthread_mutex_lock(&fetch->lock);
+		fetch->active--;
+		if (blob && seq > fetch->reader_seq && !fetch->stopping) {
+			fetch->staged[fetch->nstaged++] = (struct staged) { ino, seq, blob };
+			fetch->staged_bytes += blob->size;
+		} else {
+			dlc_blob_put(blob);
+		}
+		pthread_cond_broadcast(&fetch->queued);
 	}
 	pthread_mutex_unlock(&fetch->lock);
 	return NULL;
 }
 
-int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers)
+int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers, unsigned window)
 {
+	fetch->window = window ? window : 1;
+	fetch->staged = calloc(fetch->window + workers, sizeof(*fetch->staged));
 	fetch->workers = calloc(workers, sizeof(*fetch->workers));
-	if (!fetch->workers)
+	if (!fetch->workers || !fetch->staged)
 		return -ENOMEM;
 	for (unsigned i = 0; i < workers; i++) {
 		int rc = pthread_create(&fetch->workers[i], NULL, prefetch_worker, fetch);
@@ -333,6 +454,28 @@ int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers)
 	return 0;
 }
 
+/* Makes room for one more plan entry; lock held. */
+static bool plan_grow(struct dlc_fetch *fetch)
+{
+	size_t size = fetch->plan_size ? fetch->plan_size * 2 : 65536;
+	uint32_t *plan;
+
+	if (fetch->plan_count < fetch->plan_size)
+		return true;
+	if (fetch->plan_size >= PLAN_MAX)
+		return false;
+	plan = malloc(size * sizeof(*plan));
+	if (!plan)
+		return false;
+	for (size_t i = 0; i < fetch->plan_count; i++)
+		plan[i] = fetch->plan[(fetch->plan_head + i) % fetch->plan_size];
+	free(fetch->plan);
+	fetch->plan = plan;
+	fetch->plan_size = size;
+	fetch->plan_head = 0;
+	return true;
+}
+
 bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 {
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
@@ -341,11 +484,20 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 	if (!node || !S_ISREG(node->mode) || node->size > fetch->max_file)
 		return false;
 	pthread_mutex_lock(&fetch->lock);
-	if (fetch->ring_count < DLC_FETCH_QUEUE && fetch->nworkers > 0 && !fetch->stopping) {
-		fetch->ring[(fetch->ring_head + fetch->ring_count) % DLC_FETCH_QUEUE] = ino;
-		fetch->ring_count++;
+	if (!fetch->announced) {
+		fetch->announced = calloc((size_t)dlc_snapshot_count(fetch->snapshot) + 1,
+					  sizeof(*fetch->announced));
+		if (fetch->announced)
+			atomic_store_explicit(&fetch->planning, true, memory_order_release);
+	}
+	if (fetch->announced && fetch->nworkers > 0 && !fetch->stopping && plan_grow(fetch)) {
+		if (fetch->plan_count == 0)
+			fetch->plan_head_seq = fetch->next_seq + 1;
+		fetch->plan[(fetch->plan_head + fetch->plan_count) % fetch->plan_size] = ino;
+		fetch->plan_count++;
+		fetch->announced[ino] = ++fetch->next_seq;
 		queued = true;
-		pthread_cond_signal(&fetch->queued);
+		pthread_cond_broadcast(&fetch->queued);
 	}
 	pthread_mutex_unlock(&fetch->lock);
 	return queued;
@@ -355,7 +507,7 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 {
 	pthread_mutex_lock(&fetch->lock);
 	fetch->stopping = true;
-	fetch->ring_count = 0;
+	fetch->plan_count = 0;
 	pthread_cond_broadcast(&fetch->queued);
 	pthread_mutex_unlock(&fetch->lock);
 	for (unsigned i = 0; i < fetch->nworkers; i++)
@@ -363,6 +515,10 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 	fetch->nworkers = 0;
 	free(fetch->workers);
 	fetch->workers = NULL;
+	for (unsigned i = 0; i < fetch->nstaged; i++)
+		dlc_blob_put(fetch->staged[i].blob);
+	fetch->nstaged = 0;
+	fetch->staged_bytes = 0;
 }
 
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out)

@@ -37,7 +37,6 @@
 
 #define STATS_TOTALS_KEY "stats_totals"
 #define SCORES_FILE "scores.bin"
-#define PREFETCH_WORKERS 4
 
 static void print_cause(const char *what, char *cause, int rc)
 {
@@ -159,7 +158,7 @@ static int serve(struct dlc_options *opts, struct fuse_session *session, struct 
 	if (ready_fd >= 0)
 		detach(ready_fd, opts->log_level);
 	/* Threads only now: a background mount has forked by this point. */
-	rc = dlc_fetch_start(fetch, PREFETCH_WORKERS);
+	rc = dlc_fetch_start(fetch, opts->prefetch_threads, opts->prefetch_window);
 	if (rc < 0)
 		dlc_log(DLC_LOG_WARNING, "no prefetch workers: %s", strerror(-rc));
 

@@ -36,6 +36,8 @@
 #include "dlcache/options.h"
 
 #define MAX_CRAWL_THREADS 256
+#define MAX_PREFETCH_THREADS 256
+#define MAX_PREFETCH_WINDOW 1000000
 #define MAX_THREADS 1024
 #define USAGE_LINE "usage: mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS]"
 
@@ -47,6 +49,8 @@ enum option_key {
 	KEY_SNAPSHOT,
 	KEY_REFRESH,
 	KEY_CRAWL_THREADS,
+	KEY_PREFETCH_THREADS,
+	KEY_PREFETCH_WINDOW,
 	KEY_THREADS,
 	KEY_LOG_LEVEL,
 	KEY_SOURCE_DELAY,
@@ -79,6 +83,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("snapshot=", KEY_SNAPSHOT),
 	FUSE_OPT_KEY("refresh", KEY_REFRESH),
 	FUSE_OPT_KEY("crawl_threads=", KEY_CRAWL_THREADS),
+	FUSE_OPT_KEY("prefetch_threads=", KEY_PREFETCH_THREADS),
+	FUSE_OPT_KEY("prefetch_window=", KEY_PREFETCH_WINDOW),
 	FUSE_OPT_KEY("threads=", KEY_THREADS),
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
 	FUSE_OPT_KEY("source_delay=", KEY_SOURCE_DELAY),
@@ -508,6 +514,12 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_CRAWL_THREADS:
 		return parse_count_option(state, "crawl_threads", value, 1, MAX_CRAWL_THREADS,
 					  &opts->crawl_threads);
+	case KEY_PREFETCH_THREADS:
+		return parse_count_option(state, "prefetch_threads", value, 1, MAX_PREFETCH_THREADS,
+					  &opts->prefetch_threads);
+	case KEY_PREFETCH_WINDOW:
+		return parse_count_option(state, "prefetch_window", value, 1, MAX_PREFETCH_WINDOW,
+					  &opts->prefetch_window);
 	case KEY_THREADS:
 		return parse_count_option(state, "threads", value, 1, MAX_THREADS,
 					  &opts->threads);
@@ -577,6 +589,8 @@ static void set_defaults(struct dlc_options *opts)
 	opts->cache_max_file = DLC_DEFAULT_CACHE_MAX_FILE;
 	opts->policy = DLC_POLICY_IMPORTANCE;
 	opts->crawl_threads = DLC_DEFAULT_CRAWL_THREADS;
+	opts->prefetch_threads = DLC_DEFAULT_PREFETCH_THREADS;
+	opts->prefetch_window = DLC_DEFAULT_PREFETCH_WINDOW;
 	opts->threads = DLC_DEFAULT_THREADS;
 	opts->log_level = DLC_LOG_INFO;
 }
@@ -1026,6 +1040,10 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           (default: off)\n"
 		"    crawl_threads=N        threads crawling the source, 1-%d (default: %d)\n"
 		"    threads=N              most FUSE worker threads, 1-%d (default: %d)\n"
+		"    prefetch_threads=N     threads serving prefetch lines of .control, 1-%d\n"
+		"                           (default: %d)\n"
+		"    prefetch_window=N      most prefetched files held ahead of the reader,\n"
+		"                           1-%d (default: %d)\n"
 		"    log_level=LEVEL        error, warning, info or debug (default: info)\n"
 		"    fsname=NAME            name shown by mount(8) and df(1) (default: SOURCE)\n"
 		"    allow_other            let other users read the mount (default: off)\n"
@@ -1051,5 +1069,7 @@ void dlc_options_usage(const char *program, FILE *out)
 		"See mount.dlcache(8).\n",
 		program, program,
 		MAX_CRAWL_THREADS, DLC_DEFAULT_CRAWL_THREADS,
-		MAX_THREADS, DLC_DEFAULT_THREADS);
+		MAX_THREADS, DLC_DEFAULT_THREADS,
+		MAX_PREFETCH_THREADS, DLC_DEFAULT_PREFETCH_THREADS,
+		MAX_PREFETCH_WINDOW, DLC_DEFAULT_PREFETCH_WINDOW);
 }

@@ -7,9 +7,9 @@
  * mount's cache_max_file are never cached: they are read from the source in
  * the ranges asked for (the "direct" calls below).
  *
- * Prefetch requests (from .control) wait in a bounded queue for a few worker
- * threads, which fetch each like a miss, through the same flights, so a
- * reader arriving during a prefetch shares it.
+ * Prefetch requests (from .control) announce the reader's order; worker
+ * threads fetch a bounded window ahead of it, through the same flights, so a
+ * reader arriving during a prefetch shares it (see fetch.c).
  */
 #ifndef DLCACHE_FETCH_H
 #define DLCACHE_FETCH_H
@@ -49,21 +49,22 @@ void dlc_fetch_free(struct dlc_fetch *fetch);
  */
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
 
-/* Starts workers threads that serve prefetch requests; call after
- * daemonizing.  0 or -errno. */
-int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers);
+/* Starts worker threads that serve prefetch requests, holding at most
+ * window files ahead of the reader; call after daemonizing.  0 or -errno. */
+int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers, unsigned window);
 
 /*
- * Queues a background fetch of regular file ino that goes through admission
- * like a miss (skipped if it is cached by then).  Returns false when the
- * queue (DLC_FETCH_QUEUE entries) is full and the request was dropped.
+ * Announces that the reader will open regular file ino next after the files
+ * announced before it: a worker fetches it (through admission, like a miss;
+ * skipped if it is cached by then) when it is within the window ahead of the
+ * reader, and holds its bytes until the reader opens it or passes it.
+ * Returns false when it was not queued (not a cacheable file, no workers, or
+ * 64 M announcements already waiting).
  */
 bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino);
 
 /* Stops the workers (dropping queued requests) and waits for them. */
 void dlc_fetch_stop(struct dlc_fetch *fetch);
-
-#define DLC_FETCH_QUEUE 65536
 
 /*
  * A hit that needs no reading now: an fd on ino's cache file, checked

@@ -25,6 +25,8 @@
 #define DLC_DEFAULT_CACHE_MAX_FILE (64ULL << 20)
 #define DLC_DEFAULT_CRAWL_THREADS 16
 #define DLC_DEFAULT_THREADS 16
+#define DLC_DEFAULT_PREFETCH_THREADS 16
+#define DLC_DEFAULT_PREFETCH_WINDOW 256
 
 struct dlc_options {
 	char *source;               /* as written; a directory is made absolute */
@@ -37,6 +39,8 @@ struct dlc_options {
 	enum dlc_policy_kind policy;
 	unsigned crawl_threads;
 	unsigned threads;           /* most FUSE worker threads */
+	unsigned prefetch_threads;  /* workers serving .control prefetch lines */
+	unsigned prefetch_window;   /* most prefetched files held ahead of the reader */
 	bool foreground;            /* -f */
 	bool debug;                 /* -d: foreground, FUSE debug and log_level=debug */
 	bool allow_other;

@@ -31,7 +31,8 @@ enum dlc_stat {
 	DLC_STAT_BYPASSES,             /* misses served but not admitted */
 	DLC_STAT_CORRUPT,              /* cache entries whose size or xxh3 did not match */
 	DLC_STAT_REMOTE_ERRORS,        /* reads failed because the remote failed */
-	DLC_STAT_PREFETCHES,
+	DLC_STAT_PREFETCHES,           /* files fetched by prefetch workers */
+	DLC_STAT_PREFETCH_HITS,        /* opens served from prefetched bytes (also hits) */
 	DLC_STAT_CONTROL_LINES,
 	DLC_STAT_CONTROL_ERRORS,
 	DLC_STAT_COUNT,

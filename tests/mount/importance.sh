@@ -163,6 +163,26 @@ test_prefetch_fetches_in_the_background_through_admission() {
 	expect_eq "misses" "$(stat_value misses)" 0
 	read_files 05
 	expect_eq "a prefetched file is a hit" "$(stat_value hits)" 1
+	expect_eq "served from prefetched bytes" "$(stat_value prefetch_hits)" 1
+}
+
+test_prefetch_stays_a_bounded_window_ahead_of_the_reader() {
+	start_daemon "prefetch_window=4,prefetch_threads=8,source_delay=5ms"
+	local lines="" i
+	for i in $(seq -w 0 59); do lines+="prefetch train/c/f$i"$'\n'; done
+	expect_eq "announce 60 files" "$(control "$lines")" ok
+	sleep 1
+	# Nothing read yet: the prefetcher holds at most the window.
+	expect_eq "prefetched before the reader starts" "$(stat_value prefetches)" 4
+	for i in $(seq -w 0 59); do
+		cmp "$MNT/train/c/f$i" "$SRC/train/c/f$i" || fail "bytes of f$i"
+	done
+	# A reader that catches up with the window joins the fetch in flight:
+	# every file still comes from the source exactly once.
+	[ "$(stat_value prefetch_hits)" -ge 4 ] || fail "prefetch hits: $(stat_value prefetch_hits)"
+	expect_eq "hits + misses" $(($(stat_value hits) + $(stat_value misses))) 60
+	expect_eq "source opens" "$(stat_value remote_ops.open)" 60
+	expect_eq "entries" "$(stat_value cache.entries)" 60
 }
 
 run_tests

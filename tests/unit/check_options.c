@@ -289,6 +289,8 @@ static const struct bad_case bad_cases[] = {
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "log_level=loud", NULL },
 	  "log_level 'loud'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=0", NULL }, "crawl_threads '0'" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "prefetch_threads=0", NULL }, "prefetch_threads '0'" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "prefetch_window=many", NULL }, "prefetch_window 'many'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=257", NULL },
 	  "from 1 to 256" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=four", NULL },
@@ -418,11 +420,31 @@ START_TEST(test_fsname_escaping_round_trip)
 }
 END_TEST
 
+START_TEST(test_prefetch_options)
+{
+	char *argv[] = { (char *)"mount.dlcache", (char *)"/src", (char *)"/mnt", (char *)"-o",
+			 (char *)"prefetch_threads=4,prefetch_window=32", NULL };
+	struct dlc_options opts;
+	char *cause = NULL;
+
+	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
+	ck_assert_uint_eq(opts.prefetch_threads, 4);
+	ck_assert_uint_eq(opts.prefetch_window, 32);
+	dlc_options_free(&opts);
+	argv[4] = (char *)"cache_size=1G";
+	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
+	ck_assert_uint_eq(opts.prefetch_threads, DLC_DEFAULT_PREFETCH_THREADS);
+	ck_assert_uint_eq(opts.prefetch_window, DLC_DEFAULT_PREFETCH_WINDOW);
+	dlc_options_free(&opts);
+}
+END_TEST
+
 START_TEST(test_usage_lists_every_option)
 {
 	static const char *const names[] = {
 		"cache_dir=", "cache_size=", "cache_max_file=", "policy=", "snapshot=",
-		"refresh", "crawl_threads=", "threads=", "log_level=", "source_delay=",
+		"refresh", "crawl_threads=", "threads=", "prefetch_threads=", "prefetch_window=",
+		"log_level=", "source_delay=",
 		"source_bw=", "source_fail_every=", "allow_other", "fsname=", "nosuid",
 		"nodev", "noexec", "noatime", "dirsync", "_netdev", "x-*", "-f", "-d",
 		"--help", "--version", "10G", "64M", "freeze",
@@ -923,6 +945,7 @@ static Suite *options_suite(void)
 	tcase_add_loop_test(tc, test_parse_bad, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_test(tc, test_parse_without_cause);
 	tcase_add_test(tc, test_usage_lists_every_option);
+	tcase_add_test(tc, test_prefetch_options);
 	tcase_add_test(tc, test_free_zeroed);
 	suite_add_tcase(s, tc);
 

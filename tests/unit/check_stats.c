@@ -27,7 +27,7 @@
 
 static const char *const expected_names[DLC_STAT_COUNT] = {
 	"hits", "misses", "bytes_from_cache", "bytes_from_remote", "admissions",
-	"evictions", "bypasses", "corrupt", "remote_errors", "prefetches",
+	"evictions", "bypasses", "corrupt", "remote_errors", "prefetches", "prefetch_hits",
 	"control_lines", "control_errors",
 };
 
@@ -274,11 +274,12 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[26];
+		const char *keys[28];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
-			  "bypasses", "corrupt", "remote_errors", "prefetches", "control_lines",
+			  "bypasses", "corrupt", "remote_errors", "prefetches", "prefetch_hits",
+			  "control_lines",
 			  "control_errors", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
@@ -286,7 +287,7 @@ START_TEST(test_every_key_once_per_object)
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
 		{ "lifetime", { "hits", "misses", "bytes_from_cache", "bytes_from_remote",
 				"admissions", "evictions", "bypasses", "corrupt", "remote_errors",
-				"prefetches", "control_lines", "control_errors" } },
+				"prefetches", "prefetch_hits", "control_lines", "control_errors" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);
@@ -448,7 +449,7 @@ START_TEST(test_totals_round_trip)
 	ck_assert_ptr_nonnull(text);
 	ck_assert_str_eq(strstr(text, "hits "), text);
 	ck_assert_ptr_nonnull(strstr(text, "\nmisses 1002\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\ncontrol_errors 11012\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ncontrol_errors 12013\n"));
 
 	dlc_stats_init(&restored);
 	ck_assert_int_eq(dlc_stats_totals_decode(&restored, text), 0);

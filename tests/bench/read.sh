@@ -6,52 +6,22 @@
 #           vs the throughput that source allows.
 # FILES (default 20000) files of ~110 KB in 100 classes, built once in
 # $BENCH_DIR.  Needs root and /dev/fuse.  Prints ratios.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
 FILES=${1:-20000}
 DELAY=${DELAY:-2ms}
 BW=${BW:-1G}
-DLCACHE=${DLCACHE:-$PWD/build/dlcache}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/dlcache-bench-read-$FILES}
 SRC=$BENCH_DIR/src
-WORK=$(mktemp -d /tmp/dlcache-bench.XXXXXX)
-MNT=$WORK/mnt
-mkdir -p "$MNT"
-PID=
-cleanup() {
-	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
-	[ -n "$PID" ] && wait "$PID" 2>/dev/null
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+data_tree "$BENCH_DIR" "$FILES"
 
-if [ ! -f "$BENCH_DIR/complete" ]; then
-	echo "creating $FILES files of ~110 KB under $SRC ..."
-	rm -rf "$SRC"
-	python3 examples/make_dataset.py "$SRC" --classes 100 --per-class $((FILES / 100)) >/dev/null
-	touch "$BENCH_DIR/complete"
-fi
-
-mount_dlcache() {
-	"$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$WORK/cache,cache_size=100G,log_level=warning${1:+,$1}" &
-	PID=$!
-	until [ -e "$MNT/.stats" ]; do sleep 0.05; done
-}
-unmount_dlcache() {
-	fusermount3 -u "$MNT"
-	wait "$PID"
-	PID=
-}
-drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 run() { python3 tests/bench/reader.py "$1" "$2"; }   # -> "seconds files bytes"
-ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }
 mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
 
 (cd "$SRC" && find train -type f) | shuf --random-source=<(yes) >"$WORK/order"
 sed "s|^|$MNT/|" "$WORK/order" >"$WORK/mounted"
 
 # Fill the cache, then list the cache's own files in the same order.
-mount_dlcache
+mount_dlcache "$SRC" cache_size=100G
 run "$WORK/mounted" 4 >/dev/null
 unmount_dlcache
 sqlite3 -separator ' ' "$WORK/cache/index.db" 'SELECT path, name FROM entries' | python3 -c '
@@ -61,12 +31,12 @@ names = dict(line.split(" ", 1) for line in sys.stdin.read().splitlines())
 for p in open(order).read().split():
     n = names[p]
     print("%s/data/%s/%s" % (cache, n[:2], n))' "$WORK/cache" "$WORK/order" >"$WORK/native"
-mount_dlcache
+mount_dlcache "$SRC" cache_size=100G
 echo "hits: $FILES files, $(du -sh "$WORK/cache/data" | cut -f1) cached"
 printf '%-34s %10s %10s %7s\n' "" "native" "dlcache" "ratio"
 for readers in 1 4; do
-	drop; read -r ns _ nb < <(run "$WORK/native" $readers)
-	drop; read -r ds _ db < <(run "$WORK/mounted" $readers)
+	drop_caches; read -r ns _ nb < <(run "$WORK/native" $readers)
+	drop_caches; read -r ds _ db < <(run "$WORK/mounted" $readers)
 	[ "$nb" = "$db" ] || echo "bytes differ: native $nb, dlcache $db"
 	printf '%-34s %7s MB/s %7s MB/s %7s\n' "cold page cache, $readers reader(s)" "$(mbps "$ns" "$nb")" "$(mbps "$ds" "$db")" "$(ratio "$ns" "$ds")"
 	run "$WORK/native" $readers >/dev/null; run "$WORK/mounted" $readers >/dev/null
@@ -79,9 +49,9 @@ unmount_dlcache
 # Misses: nothing cached, the source slowed down; the bound is what 8
 # concurrent streams of open + one read + close get from it.
 rm -rf "$WORK/cache"
-mount_dlcache "policy=none,source_delay=$DELAY,source_bw=$BW"
+mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW"
 head -n 2000 "$WORK/mounted" >"$WORK/miss"
-drop; read -r ms mf mb < <(run "$WORK/miss" 8)
+drop_caches; read -r ms mf mb < <(run "$WORK/miss" 8)
 unmount_dlcache
 bound=$(python3 - "$DELAY" "$BW" "$mf" "$mb" <<'PY'
 import sys

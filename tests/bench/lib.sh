@@ -1,0 +1,66 @@
+# lib.sh - shared by the benchmarks: a work directory and mountpoint removed
+# on exit (unmounting first), trees built once under /var/tmp and reused, and
+# timing helpers.  Set DLCACHE to use another binary.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DLCACHE=${DLCACHE:-$PWD/build/dlcache}
+WORK=$(mktemp -d /tmp/dlcache-bench.XXXXXX)
+MNT=$WORK/mnt
+mkdir -p "$MNT"
+PID=
+cleanup() {
+	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
+	[ -n "$PID" ] && wait "$PID" 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# empty_tree DIR N: N empty files with ImageNet-style names in 1000 class
+# directories under DIR/src, built once (DIR/complete marks it done).
+empty_tree() {
+	[ -f "$1/complete" ] && return 0
+	echo "creating $2 empty files in 1000 class directories under $1/src ..."
+	rm -rf "$1/src"
+	python3 - "$1/src" "$2" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+per = -(-n // 1000)
+for i in range(n):
+    c = i // per
+    d = os.path.join(root, "train", "n%08d" % c)
+    if i % per == 0:
+        os.makedirs(d, exist_ok=True)
+    os.close(os.open(os.path.join(d, "n%08d_%d.JPEG" % (c, i)), os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+	touch "$1/complete"
+}
+
+# data_tree DIR N: N files of ~110 KB in 100 classes under DIR/src, built once.
+data_tree() {
+	[ -f "$1/complete" ] && return 0
+	echo "creating $2 files of ~110 KB under $1/src ..."
+	rm -rf "$1/src"
+	python3 examples/make_dataset.py "$1/src" --classes 100 --per-class $(($2 / 100)) >/dev/null
+	touch "$1/complete"
+}
+
+# mount_dlcache SRC [OPTIONS]: mounts SRC on $MNT in the foreground (PID in
+# $PID) with a cache under $WORK, and waits for it to answer.
+mount_dlcache() {
+	"$DLCACHE" mount "$1" "$MNT" -f -o "cache_dir=$WORK/cache,log_level=warning${2:+,$2}" &
+	PID=$!
+	until [ -e "$MNT/.stats" ]; do sleep 0.02; done
+}
+unmount_dlcache() {
+	fusermount3 -u "$MNT"
+	wait "$PID"
+	PID=
+}
+
+now() { date +%s.%N; }
+since() { awk "BEGIN {printf \"%.3f\", $(now) - $1}"; }
+ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+stat_of() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."): v = v[k]
+print(v)' "$MNT/.stats" "$1"; }

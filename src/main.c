@@ -6,7 +6,7 @@
  *   dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]
  *   dlcache snapshot SOURCE -o FILE [--threads N]
  *   dlcache stat MOUNT [--json]
- *   dlcache simulate [OPTIONS]                               (simulate.c)
+ *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
  *
  * A background mount forks first, before any thread or SQLite connection
  * exists; the child sets everything up, mounts, and only then tells the

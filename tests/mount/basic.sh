@@ -16,7 +16,7 @@ test_two_epochs_are_byte_identical_and_the_second_hits() {
 	expect_eq "hits after epoch 1" "$(stat_value hits)" 0
 	expect_eq "admissions" "$(stat_value admissions)" 320
 	# Drop the kernel's page cache so that epoch 2 really asks the daemon.
-	echo 3 >/proc/sys/vm/drop_caches
+	drop_caches
 	expect_eq "files read in epoch 2" "$(read_all_shuffled)" 320
 	expect_eq "hits after epoch 2" "$(stat_value hits)" 320
 	expect_eq "misses after epoch 2" "$(stat_value misses)" 320

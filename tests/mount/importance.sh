@@ -40,7 +40,7 @@ test_ranks_keep_exactly_the_top_samples_that_fit() {
 	expect_eq "writing 100 ranks" "$(control "$lines")" ok
 	expect_eq "scored samples" "$(stat_value scored_samples)" 100
 	read_all_shuffled >/dev/null
-	echo 3 >/proc/sys/vm/drop_caches
+	drop_caches
 	read_all_shuffled >/dev/null
 	expect_eq "cached set" "$(cached_list)" "$(names $(seq 75 99))"
 	expect_eq "entries" "$(stat_value cache.entries)" 25
@@ -73,7 +73,7 @@ test_evictions_are_the_lowest_ranked_and_unknown_never_evicts() {
 	expect_eq "bypasses" "$(stat_value bypasses)" 2
 	# Raising f30 above the minimum lets it in on its next read.
 	expect_eq "rescore" "$(control $'9 train/c/f30\n')" ok
-	echo 3 >/proc/sys/vm/drop_caches
+	drop_caches
 	read_files 30
 	expect_eq "evictions after the rescore" "$(stat_value evictions)" 11
 	grep -qx "train/c/f30" "$MNT/.cached" || fail "f30 not cached after its rescore"

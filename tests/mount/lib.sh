@@ -116,6 +116,13 @@ print(str(value).lower() if isinstance(value, bool) else value)
 PY
 }
 
+# drop_caches: empties the kernel's page, dentry and inode caches, so that
+# reads reach the daemon; where /proc/sys is read-only this does nothing.
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+}
+
 expect_eq() {   # expect_eq WHAT ACTUAL EXPECTED
 	[ "$2" = "$3" ] || fail "$1: got '$2', expected '$3'"
 }

@@ -51,7 +51,7 @@ test_a_cache_file_corrupted_while_mounted_is_checked_again() {
 	local victim
 	victim=$(find "$CACHE/data" -type f | sed -n 1p)
 	printf 'XXXX' | dd of="$victim" bs=1 seek=10 conv=notrunc status=none
-	echo 3 >/proc/sys/vm/drop_caches
+	drop_caches
 	ALLOWED_LOG='cached copy of .* dropped'
 	cmp "$MNT/$f" "$SRC/$f" || fail "served a cache file corrupted while mounted"
 	expect_eq "corrupt" "$(stat_value corrupt)" 1

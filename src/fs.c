@@ -578,7 +578,11 @@ static int control_account(struct fs *fs, struct dlc_control_result *result, int
 	return rc;
 }
 
-static int control_write(struct fs *fs, struct handle *h, const char *buf, size_t size)
+/*
+ * Feeds size bytes of buf to the handle's parser, or with buf NULL ends its
+ * last line (close), applying the commands; 0 or -EINVAL/-ENOMEM.
+ */
+static int control_run(struct fs *fs, struct handle *h, const char *buf, size_t size)
 {
 	struct dlc_control_result result = { 0 };
 	struct control_batch *batch = malloc(sizeof(*batch));
@@ -589,7 +593,10 @@ static int control_write(struct fs *fs, struct handle *h, const char *buf, size_
 	batch->fs = fs;
 	batch->count = 0;
 	pthread_mutex_lock(&h->lock);
-	rc = dlc_control_feed(h->parser, buf, size, apply_command, batch, &result);
+	if (buf)
+		rc = dlc_control_feed(h->parser, buf, size, apply_command, batch, &result);
+	else
+		rc = dlc_control_finish(h->parser, apply_command, batch, &result);
 	flush_scores(batch);
 	pthread_mutex_unlock(&h->lock);
 	free(batch);
@@ -598,20 +605,7 @@ static int control_write(struct fs *fs, struct handle *h, const char *buf, size_
 
 static int control_finish(struct fs *fs, struct handle *h)
 {
-	struct dlc_control_result result = { 0 };
-	struct control_batch *batch = malloc(sizeof(*batch));
-	int rc;
-
-	if (!batch)
-		return -ENOMEM;
-	batch->fs = fs;
-	batch->count = 0;
-	pthread_mutex_lock(&h->lock);
-	rc = dlc_control_finish(h->parser, apply_command, batch, &result);
-	flush_scores(batch);
-	pthread_mutex_unlock(&h->lock);
-	free(batch);
-	return control_account(fs, &result, rc);
+	return control_run(fs, h, NULL, 0);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -624,7 +618,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = control_write(fs_of(req), h, buf, size);
+	rc = control_run(fs_of(req), h, buf, size);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else

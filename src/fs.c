@@ -121,10 +121,20 @@ static int fill_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 	st->st_ino = ino;
 	st->st_blksize = 4096;
 	if (virtual_of(fs, ino)) {
-		st->st_mode = S_IFREG | (virtual_of(fs, ino) == VIRTUAL_CONTROL ? 0600 : 0444);
+		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
 		st->st_uid = fs->owner;
 		st->st_gid = fs->owner_group;
+		if (virtual_of(fs, ino) == VIRTUAL_CONTROL) {
+			/* The kernel (default_permissions) lets only these write it. */
+			const struct dlc_fs_context *c = fs->context;
+
+			st->st_mode = S_IFREG | (c->control_gid >= 0 ? 0620 : 0600);
+			if (c->control_uid >= 0)
+				st->st_uid = (uid_t)c->control_uid;
+			if (c->control_gid >= 0)
+				st->st_gid = (gid_t)c->control_gid;
+		}
 		st->st_mtim = fs->started;
 		st->st_atim = fs->started;
 		st->st_ctim = fs->started;

@@ -259,6 +259,8 @@ static int cmd_mount(int argc, char **argv)
 		.cache_max_file = opts.cache_max_file,
 		.max_background = 64,
 		.mountpoint = opts.mountpoint,
+		.control_uid = opts.control_uid,
+		.control_gid = opts.control_gid,
 	};
 	session = new_session(&opts, &context);
 	if (!session) {

@@ -20,6 +20,8 @@
  * the problem and its fix; the caller prints it and exits with status 1.
  */
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +60,8 @@ enum option_key {
 	KEY_SOURCE_FAIL_EVERY,
 	KEY_ALLOW_OTHER,
 	KEY_FSNAME,
+	KEY_CONTROL_UID,
+	KEY_CONTROL_GID,
 	KEY_KERNEL_FLAG,   /* passed to the FUSE mount as written */
 	KEY_FOREGROUND,
 	KEY_DEBUG,
@@ -92,6 +96,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("source_fail_every=", KEY_SOURCE_FAIL_EVERY),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("control_uid=", KEY_CONTROL_UID),
+	FUSE_OPT_KEY("control_gid=", KEY_CONTROL_GID),
 
 	FUSE_OPT_KEY("nosuid", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("suid", KEY_KERNEL_FLAG),
@@ -485,6 +491,10 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					   "/local/ssd/imagenet.snapshot.db", &opts->snapshot);
 	case KEY_FSNAME:
 		return parse_string_option(state, "fsname", value, "imagenet", &state->fsname);
+	case KEY_CONTROL_UID:
+		return parse_string_option(state, "control_uid", value, "trainer", &opts->control_user);
+	case KEY_CONTROL_GID:
+		return parse_string_option(state, "control_gid", value, "ml", &opts->control_group);
 	case KEY_CACHE_SIZE:
 		rc = parse_size_option(state, "cache_size", value, "200G", &opts->cache_size);
 		if (rc == 0 && opts->cache_size == 0)
@@ -589,6 +599,8 @@ static void set_defaults(struct dlc_options *opts)
 	opts->cache_max_file = DLC_DEFAULT_CACHE_MAX_FILE;
 	opts->policy = DLC_POLICY_IMPORTANCE;
 	opts->crawl_threads = DLC_DEFAULT_CRAWL_THREADS;
+	opts->control_uid = -1;
+	opts->control_gid = -1;
 	opts->prefetch_threads = DLC_DEFAULT_PREFETCH_THREADS;
 	opts->prefetch_window = DLC_DEFAULT_PREFETCH_WINDOW;
 	opts->threads = DLC_DEFAULT_THREADS;
@@ -970,6 +982,38 @@ static int validate_snapshot(struct dlc_options *opts, char **cause)
 	return 0;
 }
 
+/* A user or group given by number or by name; 0 or -EINVAL with *cause. */
+static int resolve_id(const char *option, const char *text, bool group, int64_t *out, char **cause)
+{
+	char *end;
+	unsigned long long number;
+
+	errno = 0;
+	number = strtoull(text, &end, 10);
+	if (*text >= '0' && *text <= '9' && *end == '\0' && errno == 0 && number < UINT32_MAX) {
+		*out = (int64_t)number;
+		return 0;
+	}
+	if (group) {
+		struct group *gr = getgrnam(text);
+
+		if (gr) {
+			*out = gr->gr_gid;
+			return 0;
+		}
+	} else {
+		struct passwd *pw = getpwnam(text);
+
+		if (pw) {
+			*out = pw->pw_uid;
+			return 0;
+		}
+	}
+	dlc_cause_set(cause, "%s '%s' is not a %s on this machine; give a name from %s or a number.",
+		      option, text, group ? "group" : "user", group ? "/etc/group" : "/etc/passwd");
+	return -EINVAL;
+}
+
 int dlc_options_validate(struct dlc_options *opts, char **cause)
 {
 	int rc;
@@ -991,6 +1035,10 @@ int dlc_options_validate(struct dlc_options *opts, char **cause)
 		rc = validate_cache_dir(opts, cause);
 	if (rc == 0)
 		rc = validate_snapshot(opts, cause);
+	if (rc == 0 && opts->control_user)
+		rc = resolve_id("control_uid", opts->control_user, false, &opts->control_uid, cause);
+	if (rc == 0 && opts->control_group)
+		rc = resolve_id("control_gid", opts->control_group, true, &opts->control_gid, cause);
 	return rc;
 }
 
@@ -1003,6 +1051,8 @@ void dlc_options_free(struct dlc_options *opts)
 	free(opts->cache_dir);
 	free(opts->snapshot);
 	free(opts->kernel_opts);
+	free(opts->control_user);
+	free(opts->control_group);
 	opts->source = NULL;
 	opts->mountpoint = NULL;
 	opts->cache_dir = NULL;
@@ -1047,6 +1097,9 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    log_level=LEVEL        error, warning, info or debug (default: info)\n"
 		"    fsname=NAME            name shown by mount(8) and df(1) (default: SOURCE)\n"
 		"    allow_other            let other users read the mount (default: off)\n"
+		"    control_uid=USER       owner of .control, who may write it\n"
+		"                           (default: the user who mounts)\n"
+		"    control_gid=GROUP      group that may write .control too (default: none)\n"
 		"\n"
 		"for benchmarks and tests:\n"
 		"    source_delay=DURATION  delay added to every source call (default: 0)\n"

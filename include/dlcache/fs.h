@@ -28,6 +28,8 @@ struct dlc_fs_context {
 	uint64_t cache_max_file;     /* larger files are read from the source directly */
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
 	const char *mountpoint;      /* absolute; .control accepts it as a path prefix */
+	int64_t control_uid;         /* owner of .control; -1: the user who mounted */
+	int64_t control_gid;         /* group that may write .control too; -1: none */
 };
 
 /* The virtual files at the mount root (hidden from listings). */

@@ -44,6 +44,10 @@ struct dlc_options {
 	bool foreground;            /* -f */
 	bool debug;                 /* -d: foreground, FUSE debug and log_level=debug */
 	bool allow_other;
+	char *control_user;         /* control_uid= as written, or NULL */
+	char *control_group;        /* control_gid= as written, or NULL */
+	int64_t control_uid;        /* resolved by dlc_options_validate; -1: the mounting user */
+	int64_t control_gid;        /* resolved by dlc_options_validate; -1: none */
 	bool show_help;             /* -h / --help: print usage, mount nothing */
 	bool show_version;          /* -V / --version */
 	enum dlc_log_level log_level;

@@ -143,6 +143,21 @@ test_only_the_owner_writes_control_even_with_allow_other() {
 	expect_eq "scored samples" "$(stat_value scored_samples)" 0
 }
 
+test_control_uid_and_gid_hand_control_to_the_job() {
+	command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; return 0; }
+	chmod -R o+rX "$SRC" "$WORK"
+	start_daemon "allow_other,control_uid=65534,control_gid=65533"
+	expect_eq "owner and mode of .control" "$(stat -c '%u %g %a' "$MNT/.control")" "65534 65533 620"
+	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo '1 train/c/f01' >'$MNT/.control'" \
+		|| fail "control_uid cannot write .control"
+	setpriv --reuid=65532 --regid=65533 --clear-groups sh -c "echo '2 train/c/f02' >'$MNT/.control'" \
+		|| fail "a member of control_gid cannot write .control"
+	if setpriv --reuid=65532 --regid=65532 --clear-groups sh -c "echo '3 train/c/f03' >'$MNT/.control'" 2>/dev/null; then
+		fail "a user outside control_uid and control_gid wrote .control"
+	fi
+	expect_eq "scored samples" "$(stat_value scored_samples)" 2
+}
+
 test_scores_survive_a_remount() {
 	start_daemon
 	expect_eq "ranks" "$(control $'1 train/c/f01\n2 train/c/f02\n3 train/c/f03\n')" ok

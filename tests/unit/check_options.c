@@ -445,7 +445,8 @@ START_TEST(test_usage_lists_every_option)
 		"cache_dir=", "cache_size=", "cache_max_file=", "policy=", "snapshot=",
 		"refresh", "crawl_threads=", "threads=", "prefetch_threads=", "prefetch_window=",
 		"log_level=", "source_delay=",
-		"source_bw=", "source_fail_every=", "allow_other", "fsname=", "nosuid",
+		"source_bw=", "source_fail_every=", "allow_other", "fsname=", "control_uid=",
+		"control_gid=", "nosuid",
 		"nodev", "noexec", "noatime", "dirsync", "_netdev", "x-*", "-f", "-d",
 		"--help", "--version", "10G", "64M", "freeze",
 	};
@@ -853,6 +854,27 @@ START_TEST(test_validate_missing_mountpoint)
 }
 END_TEST
 
+START_TEST(test_validate_control_owner)
+{
+	struct dlc_options opts;
+
+	expect_valid("T/src", "T/mnt", "control_uid=root,control_gid=0", &opts);
+	ck_assert_int_eq(opts.control_uid, 0);
+	ck_assert_int_eq(opts.control_gid, 0);
+	dlc_options_free(&opts);
+	expect_valid("T/src", "T/mnt", "control_uid=65534", &opts);
+	ck_assert_int_eq(opts.control_uid, 65534);
+	ck_assert_int_eq(opts.control_gid, -1);
+	dlc_options_free(&opts);
+	expect_valid("T/src", "T/mnt", NULL, &opts);
+	ck_assert_int_eq(opts.control_uid, -1);
+	dlc_options_free(&opts);
+	expect_invalid("T/src", "T/mnt", "control_uid=no-such-user-here", "is not a user");
+	expect_invalid("T/src", "T/mnt", "control_gid=no-such-group-here", "is not a group");
+	expect_invalid("T/src", "T/mnt", "control_uid=-5", "is not a user");
+}
+END_TEST
+
 START_TEST(test_validate_mountpoint_is_file)
 {
 	expect_invalid("T/src", "T/file", NULL, "is not a directory");
@@ -969,6 +991,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_validate_cache_dir_not_yet_made);
 	tcase_add_test(tc, test_validate_missing_mountpoint);
 	tcase_add_test(tc, test_validate_mountpoint_is_file);
+	tcase_add_test(tc, test_validate_control_owner);
 	tcase_add_test(tc, test_validate_bad_source);
 	tcase_add_test(tc, test_validate_source_inside_mountpoint);
 	tcase_add_test(tc, test_validate_cache_dir_inside_mountpoint);

@@ -40,7 +40,7 @@ data_tree() {
 	[ -f "$1/complete" ] && return 0
 	echo "creating $2 files of ~110 KB under $1/src ..."
 	rm -rf "$1/src"
-	python3 examples/make_dataset.py "$1/src" --classes 100 --per-class $(($2 / 100)) >/dev/null
+	/usr/bin/python3 examples/make_dataset.py --random-bytes "$1/src" --classes 100 --per-class $(($2 / 100)) >/dev/null
 	touch "$1/complete"
 }
 

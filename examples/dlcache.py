@@ -1,0 +1,294 @@
+"""dlcache.py - what a training script needs to talk to a dlcache mount.
+
+    import dlcache
+    mount = dlcache.Mount("/mnt/data")               # any directory inside the mount
+    paths = [p for p, _ in dataset.samples]          # torchvision ImageFolder
+    ranks = dlcache.RankReporter(mount, paths)       # losses -> SCORE lines
+    sampler = dlcache.CacheAwareSampler(paths, ranks, aggressiveness=0.5)
+    loader = DataLoader(IndexedDataset(dataset), sampler=sampler, ...)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)                     # writes "epoch N", reads .cached
+        for images, labels, indices in loader:
+            losses = criterion(model(images), labels)    # reduction='none'
+            ranks.report(indices, losses)            # written every few batches
+            losses.mean().backward(); ...
+        ranks.rerank()                               # every score against all losses
+
+Scores are rank based, as in SHADE (FAST'23): a sample's score is the
+fraction of known per-sample losses below its latest loss, a number in [0, 1]
+that does not drift with the scale of the loss as training goes on.
+
+Only the standard library is needed: DataLoader takes the samplers as they
+are (any iterable with a length).  Relies on
+MOUNT/.control, .stats and .cached as dlcache-control(5) describes them.
+"""
+import bisect
+import errno
+import json
+import math
+import os
+import random
+
+__all__ = ["Mount", "RankReporter", "ShuffleSampler", "CacheAwareSampler", "find_mount"]
+
+
+def find_mount(path):
+    """The root of the dlcache mount holding path (the nearest directory up
+    from it with a .control file), or None when path is not on a mount."""
+    path = os.path.abspath(path)
+    while True:
+        if os.path.exists(os.path.join(path, ".control")) and \
+                os.path.exists(os.path.join(path, ".stats")):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+class Mount:
+    """One dlcache mount: its control file, statistics and cached set."""
+
+    def __init__(self, path):
+        root = find_mount(path)
+        if root is None:
+            raise FileNotFoundError(errno.ENOENT, "%s is not inside a dlcache mount (no .control "
+                                    "above it); mount the dataset with mount.dlcache first" % path)
+        self.root = root
+        self._fd = None
+        self.bad_lines = 0
+
+    def relpath(self, path):
+        """path relative to the mount root, as .control and .cached write it."""
+        rel = os.path.relpath(os.path.abspath(path), self.root)
+        if rel == ".." or rel.startswith("../"):
+            raise ValueError("%s is outside the mount %s" % (path, self.root))
+        return rel
+
+    def write(self, lines):
+        """Writes lines (strings without newlines) to .control in one write.
+        A line the daemon refuses (EINVAL) is counted in bad_lines and in
+        .stats; the good lines of the same write are applied all the same."""
+        if not lines:
+            return
+        data = ("\n".join(lines) + "\n").encode()
+        if self._fd is None:
+            self._fd = os.open(os.path.join(self.root, ".control"), os.O_WRONLY | os.O_APPEND)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            self.bad_lines += 1
+
+    def epoch(self, n):
+        self.write(["epoch %d" % n])
+
+    def prefetch(self, paths):
+        """Announces the order in which the job will open paths."""
+        self.write(["prefetch " + self.relpath(p) for p in paths])
+
+    def stats(self):
+        with open(os.path.join(self.root, ".stats")) as f:
+            return json.load(f)
+
+    def cached(self):
+        """The set of paths (relative to the root) held in the cache now."""
+        with open(os.path.join(self.root, ".cached")) as f:
+            return {line.rstrip("\n") for line in f if line.strip()}
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class RankReporter:
+    """Turns per-sample losses into rank scores and writes them to .control.
+
+    report() keeps the latest loss of each sample and writes the scores of
+    the samples reported since the last write every `every` calls (so one
+    write per `every` batches).  A score is the sample's loss rank among the
+    latest losses of all samples, from a sorted reference that is rebuilt
+    whenever the number of known samples has doubled (cheap: O(n log n)
+    over a run) and by rerank(), which also rewrites every score (call it
+    at the end of each epoch).  known is the number of samples with a loss.
+    """
+
+    def __init__(self, mount, paths, every=4):
+        self.mount = mount
+        self.paths = [mount.relpath(p) for p in paths] if mount else list(paths)
+        self.every = max(1, every)
+        self.loss = [math.nan] * len(paths)
+        self.known = 0
+        self._reference = []
+        self._pending = {}
+        self._calls = 0
+        self.lines_written = 0
+
+    def _rebuild(self):
+        self._reference = sorted(l for l in self.loss if l == l)
+
+    def score(self, i):
+        """The rank score in [0, 1] of sample i, or None before its first loss."""
+        loss = self.loss[i]
+        if loss != loss:
+            return None
+        if not self._reference:
+            return 0.5
+        return bisect.bisect_left(self._reference, loss) / len(self._reference)
+
+    def report(self, indices, losses):
+        """indices and losses of one batch (tensors or sequences)."""
+        if hasattr(indices, "tolist"):
+            indices = indices.tolist()
+        if hasattr(losses, "detach"):
+            losses = losses.detach().cpu().tolist()
+        for i, loss in zip(indices, losses):
+            if not math.isfinite(loss):
+                continue
+            if self.loss[i] != self.loss[i]:
+                self.known += 1
+            self.loss[i] = float(loss)
+            self._pending[i] = True
+        if self.known >= 2 * max(1, len(self._reference)):
+            self._rebuild()
+        self._calls += 1
+        if self._calls % self.every == 0:
+            self.flush()
+
+    def flush(self):
+        if not self._pending:
+            return
+        self._write(self._pending.keys())
+        self._pending = {}
+
+    def rerank(self):
+        """Rebuilds the reference from every latest loss and rewrites all scores."""
+        self._rebuild()
+        self._pending = {}
+        self._write(i for i in range(len(self.loss)) if self.loss[i] == self.loss[i])
+
+    def _write(self, indices):
+        lines = ["%.6f %s" % (self.score(i), self.paths[i]) for i in indices]
+        self.lines_written += len(lines)
+        if self.mount:
+            self.mount.write(lines)
+
+
+class _EpochSampler:
+    """Common part: epoch numbering, seeding and the prefetch announcement."""
+
+    def __init__(self, paths, mount=None, prefetch=True, seed=0):
+        self.paths = list(paths)
+        self.mount = mount
+        self.prefetch = prefetch and mount is not None
+        self.seed = seed
+        self.epoch = 0
+        self.order = []
+
+    def set_epoch(self, epoch):
+        """Call before each epoch: tells the mount, and draws the order."""
+        self.epoch = epoch
+        if self.mount:
+            self.mount.epoch(epoch)
+        self.order = self._draw(random.Random(self.seed * 1000003 + epoch))
+        if self.prefetch:
+            self._announce()
+
+    def _announce(self):
+        seen, ahead = set(), []
+        for i in self.order:
+            if i not in seen:
+                seen.add(i)
+                ahead.append(self.paths[i])
+        self.mount.prefetch(ahead)
+
+    def __iter__(self):
+        if not self.order:
+            self.set_epoch(self.epoch)
+        order, self.order = self.order, []
+        return iter(order)
+
+    def __len__(self):
+        return len(self.paths)
+
+
+class ShuffleSampler(_EpochSampler):
+    """Every sample once per epoch in a new random order (DataLoader's
+    shuffle=True), announced to the mount as prefetch lines."""
+
+    def _draw(self, rng):
+        order = list(range(len(self.paths)))
+        rng.shuffle(order)
+        return order
+
+
+class CacheAwareSampler(_EpochSampler):
+    """Draws an epoch by importance and favours what the cache holds.
+
+    aggressiveness a in [0, 1) is the one knob:
+    - importance sampling: sample i is drawn (with replacement) with weight
+      (1 - a) + 2a * score_i, where score_i in [0, 1] is its loss rank (0.5
+      until it has one), so high-loss samples are seen more often;
+    - substitution (Quiver): a drawn sample that is not cached is replaced,
+      with probability a, by a cached sample drawn by the same weights;
+    - ordering (SHADE's PADS): the cached samples of the epoch come first,
+      then the rest, each part shuffled, so the misses admitted during the
+      epoch cannot evict a sample before it is read; only the misses are
+      announced for prefetch.
+    No sample starves: every draw picks sample i with probability at least
+    (1 - a)^2 / n.  a = 0 is a plain shuffle.
+    """
+
+    def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0):
+        if not 0 <= aggressiveness < 1:
+            raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
+        mount = mount if mount is not None else reporter.mount
+        super().__init__(paths, mount, prefetch, seed)
+        self.reporter = reporter
+        self.a = aggressiveness
+        self.cached_fraction = 0.0
+
+    def _weights(self):
+        scores = (self.reporter.score(i) for i in range(len(self.paths)))
+        return [(1 - self.a) + 2 * self.a * (0.5 if s is None else s) for s in scores]
+
+    def _draw(self, rng):
+        n = len(self.paths)
+        if self.a == 0:
+            order = list(range(n))
+            rng.shuffle(order)
+            self.cached_fraction = 0.0
+            return order
+        weights = self._weights()
+        cached = set()
+        if self.mount:
+            held = self.mount.cached()
+            rel = self.reporter.paths
+            cached = {i for i in range(n) if rel[i] in held}
+        draws = rng.choices(range(n), weights=weights, k=n)
+        hits, misses = [], []
+        if cached:
+            pool = sorted(cached)
+            pool_weights = [weights[i] for i in pool]
+            substitutes = iter(rng.choices(pool, weights=pool_weights, k=n))
+        for i in draws:
+            if i not in cached and cached and rng.random() < self.a:
+                i = next(substitutes)
+            (hits if i in cached else misses).append(i)
+        rng.shuffle(hits)
+        rng.shuffle(misses)
+        self.cached_fraction = len(hits) / max(1, n)
+        self._misses = misses
+        return hits + misses
+
+    def _announce(self):
+        seen, ahead = set(), []
+        for i in self._misses if self.a else self.order:
+            if i not in seen:
+                seen.add(i)
+                ahead.append(self.paths[i])
+        self.mount.prefetch(ahead)

@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Trains a small CNN on an ImageFolder dataset (DATA/train, DATA/val) read
+through a dlcache mount, reports per-sample loss ranks to DATA's .control,
+and prints per epoch: time, loss, accuracy and the cache's hit ratio.
+
+    examples/train.py --data /mnt/data --epochs 3 --sampler cache-aware
+
+On a directory that is not a dlcache mount it trains all the same, without
+reporting (the baseline).  --json FILE writes the per-epoch figures for
+scripts (the test and the benchmark read it).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dlcache  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
+from torchvision import datasets, transforms  # noqa: E402
+
+
+class Indexed(Dataset):
+    """An ImageFolder that also returns each sample's index, so that the
+    per-sample losses of a batch can be reported under their paths."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __len__(self):
+        return len(self.folder)
+
+    def __getitem__(self, i):
+        image, label = self.folder[i]
+        return image, label, i
+
+
+def small_cnn(classes):
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(64, classes))
+
+
+def cache_counters(mount):
+    if mount is None:
+        return None
+    s = mount.stats()
+    return {k: s.get(k, 0) for k in ("hits", "misses", "prefetch_hits", "control_lines",
+                                     "scored_samples")}
+
+
+def hit_ratios(before, after):
+    """(hit ratio, hit ratio without the files prefetched ahead) between two
+    readings of .stats."""
+    if before is None:
+        return None, None
+    hits = after["hits"] - before["hits"]
+    misses = after["misses"] - before["misses"]
+    prefetched = after["prefetch_hits"] - before["prefetch_hits"]
+    total = max(1, hits + misses)
+    return hits / total, (hits - prefetched) / total
+
+
+def drop_page_cache():
+    """Empties the kernel's page cache, so that an epoch reads the mount as
+    if the dataset were far larger than RAM (needs root; skipped if not)."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
+
+
+def evaluate(model, loader):
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for images, labels in loader:
+            correct += (model(images).argmax(1) == labels).sum().item()
+            total += labels.numel()
+    model.train()
+    return correct / max(1, total)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="directory with train/ and val/ (the mount)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--sampler", choices=("shuffle", "cache-aware"), default="cache-aware")
+    p.add_argument("--aggressiveness", type=float, default=0.5,
+                   help="cache-aware sampler: 0 plain shuffle ... <1 strongest (default 0.5)")
+    p.add_argument("--report-every", type=int, default=4, help="batches per .control write")
+    p.add_argument("--no-report", action="store_true", help="do not write ranks to .control")
+    p.add_argument("--no-prefetch", action="store_true",
+                   help="do not announce the epoch's order as prefetch lines")
+    p.add_argument("--drop-caches", action="store_true",
+                   help="empty the page cache before each epoch (root)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write per-epoch figures here")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    normalize = transforms.Compose([transforms.ToTensor(),
+                                    transforms.Normalize([0.5] * 3, [0.25] * 3)])
+    train = datasets.ImageFolder(os.path.join(args.data, "train"), transform=normalize)
+    val = datasets.ImageFolder(os.path.join(args.data, "val"), transform=normalize)
+    paths = [p for p, _ in train.samples]
+
+    root = dlcache.find_mount(args.data)
+    mount = dlcache.Mount(root) if root else None
+    if mount is None:
+        print("%s is not a dlcache mount: training without reporting ranks" % args.data)
+    reporter = dlcache.RankReporter(None if args.no_report else mount, paths,
+                                    every=args.report_every)
+    prefetch = not args.no_prefetch
+    if args.sampler == "cache-aware":
+        sampler = dlcache.CacheAwareSampler(paths, reporter, mount=mount,
+                                            aggressiveness=args.aggressiveness,
+                                            prefetch=prefetch, seed=args.seed)
+    else:
+        sampler = dlcache.ShuffleSampler(paths, mount=mount, prefetch=prefetch, seed=args.seed)
+
+    loader = DataLoader(Indexed(train), batch_size=args.batch_size, sampler=sampler,
+                        num_workers=args.workers, persistent_workers=args.workers > 0)
+    val_loader = DataLoader(val, batch_size=256, num_workers=args.workers)
+    model = small_cnn(len(train.classes))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    criterion = nn.CrossEntropyLoss(reduction="none")
+
+    history = []
+    for epoch in range(1, args.epochs + 1):
+        if args.drop_caches:
+            drop_page_cache()
+        sampler.set_epoch(epoch)
+        before = cache_counters(mount)
+        start = time.monotonic()
+        seen = correct = 0
+        loss_sum = 0.0
+        for images, labels, indices in loader:
+            outputs = model(images)
+            losses = criterion(outputs, labels)
+            reporter.report(indices, losses)
+            optimizer.zero_grad()
+            losses.mean().backward()
+            optimizer.step()
+            seen += labels.numel()
+            correct += (outputs.argmax(1) == labels).sum().item()
+            loss_sum += losses.sum().item()
+        reporter.flush()
+        seconds = time.monotonic() - start
+        after = cache_counters(mount)
+        reporter.rerank()
+        hit, cache_hit = hit_ratios(before, after)
+        accuracy = evaluate(model, val_loader)
+        row = {"epoch": epoch, "seconds": round(seconds, 3), "loss": loss_sum / max(1, seen),
+               "train_accuracy": correct / max(1, seen), "val_accuracy": accuracy,
+               "hit_ratio": hit, "cache_hit_ratio": cache_hit,
+               "scored_samples": after and after["scored_samples"],
+               "samples_with_loss": reporter.known}
+        history.append(row)
+        line = "epoch %d: %.1f s, loss %.3f, train accuracy %.1f%%, val accuracy %.1f%%" % (
+            epoch, seconds, row["loss"], 100 * row["train_accuracy"], 100 * accuracy)
+        if hit is not None:
+            line += ", hit ratio %.1f%% (cache %.1f%%), %d samples scored" % (
+                100 * hit, 100 * cache_hit, row["scored_samples"])
+        print(line, flush=True)
+    if mount:
+        if mount.bad_lines:
+            print("warning: %d writes to .control had refused lines; see last_error in .stats"
+                  % mount.bad_lines)
+        mount.close()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "epochs": history}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

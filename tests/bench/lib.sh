@@ -14,6 +14,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap "exit 143" INT TERM   # a killed run still unmounts
 
 # empty_tree DIR N: N empty files with ImageNet-style names in 1000 class
 # directories under DIR/src, built once (DIR/complete marks it done).

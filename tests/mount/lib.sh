@@ -36,6 +36,7 @@ cleanup() {
 }
 EXTRA_MOUNTS=()
 trap cleanup EXIT
+trap "exit 143" INT TERM   # a killed run still unmounts
 
 fail() {
 	echo "FAIL: $*" >&2

@@ -21,3 +21,5 @@ DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fu
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The training example and its test: PyTorch on the CPU, from Debian.
 DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)
+# The docs and packaging suites: man(1), dpkg-buildpackage with debhelper, rpmbuild.
+DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper rpm systemd)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# build-deb.sh [OUTDIR] - builds the Debian package of this tree with
+# dpkg-buildpackage -us -uc -b, from a copy of the tree's files (tracked and
+# untracked, not ignored) with packaging/debian as debian/; the .deb lands in
+# OUTDIR (default: the current directory).  Needs debhelper and the build
+# dependencies of packaging/debian/control (tests/run.sh installs them).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "${1:-.}" && cd "${1:-.}" && pwd)
+version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build")
+work=$(mktemp -d /tmp/dlcache-deb.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+tree=$work/dlcache-$version
+mkdir -p "$tree"
+(cd "$top" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$tree")
+cp -r "$top/packaging/debian" "$tree/debian"
+(cd "$tree" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) || {
+	tail -n 30 "$work/build.log" >&2
+	echo "build-deb: dpkg-buildpackage failed (the end of its log is above); install the build dependencies of packaging/debian/control." >&2
+	exit 1
+}
+mv "$work"/dlcache_*.deb "$out/"
+ls "$out"/dlcache_"$version"*.deb

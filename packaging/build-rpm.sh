@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# build-rpm.sh [OUTDIR] - builds the RPM of this tree with rpmbuild -bb from
+# packaging/rpm/dlcache.spec and a tarball of the tree's files; the .rpm
+# lands in OUTDIR (default: the current directory).  Where meson ships no
+# RPM macros (Debian), packaging/rpm/macros.meson supplies them and the
+# BuildRequires are not checked (Debian's rpm has no package database).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "${1:-.}" && cd "${1:-.}" && pwd)
+version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build")
+work=$(mktemp -d /tmp/dlcache-rpm.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS,tree/dlcache-$version}
+(cd "$top" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work/tree/dlcache-$version")
+tar -C "$work/tree" -czf "$work/SOURCES/dlcache-$version.tar.gz" "dlcache-$version"
+args=(--define "_topdir $work")
+if ! rpm --eval '%{?meson_build}' | grep -q meson; then
+	args+=(--define "_build_id_links none" --nodeps
+	       --macros "$(rpm --showrc | sed -n 's/^Macro path: //p'):$top/packaging/rpm/macros.meson")
+fi
+rpmbuild -bb "${args[@]}" "$top/packaging/rpm/dlcache.spec" >"$work/build.log" 2>&1 || {
+	tail -n 30 "$work/build.log" >&2
+	echo "build-rpm: rpmbuild failed (the end of its log is above); install the BuildRequires of packaging/rpm/dlcache.spec." >&2
+	exit 1
+}
+find "$work/RPMS" -name 'dlcache-*.rpm' -exec mv -t "$out" {} +
+ls "$out"/dlcache-"$version"*.rpm

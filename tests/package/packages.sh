@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The packages build and hold what they must: packaging/build-deb.sh
+# (dpkg-buildpackage -us -uc -b) and packaging/build-rpm.sh (rpmbuild -bb),
+# then their file lists and dependencies are checked.
+set -euo pipefail
+: "${SRCDIR:?SRCDIR must name the source tree}"
+WORK=$(mktemp -d /tmp/dlcache-package.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+trap "exit 143" INT TERM
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+EXPECTED=(usr/bin/dlcache sbin/mount.dlcache sbin/mount.fuse.dlcache
+	usr/share/man/man1/dlcache.1 usr/share/man/man5/dlcache-control.5
+	usr/share/man/man8/mount.dlcache.8)
+
+# has_all LISTING: every expected path appears in LISTING (with or without
+# a compression suffix on the man pages).
+has_all() {
+	local p
+	for p in "${EXPECTED[@]}"; do
+		grep -Eq "(^|[ /.])$p(\.gz)?( ->|$)" "$1" || fail "the package lacks /$p; it holds: $(cat "$1")"
+	done
+}
+
+echo "== .deb"
+command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null ||
+	{ echo "SKIP: dpkg-buildpackage or debhelper is missing"; exit 77; }
+deb=$("$SRCDIR/packaging/build-deb.sh" "$WORK/deb" | tail -n 1)
+dpkg-deb -c "$deb" | awk '{print $6, $7, $8}' | tee "$WORK/deb.list"
+has_all "$WORK/deb.list"
+dpkg-deb -f "$deb" Depends | tee "$WORK/deb.depends"
+for d in fuse3 libfuse3 libsqlite3 libxxhash; do
+	grep -q "$d" "$WORK/deb.depends" || fail "the .deb does not depend on $d"
+done
+
+echo "== .rpm"
+if command -v rpmbuild >/dev/null; then
+	rpm=$("$SRCDIR/packaging/build-rpm.sh" "$WORK/rpm" | tail -n 1)
+	rpm -qlp "$rpm" 2>/dev/null | tee "$WORK/rpm.list"
+	has_all "$WORK/rpm.list"
+else
+	echo "rpmbuild is missing: the RPM is not built here"
+fi
+echo "ok packages"

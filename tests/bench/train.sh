@@ -8,6 +8,7 @@
 # each epoch (a dataset far larger than RAM).
 #
 #   tests/bench/train.sh [PER_CLASS] [DELAY]    (defaults: 100, 5ms)
+#   ONLY=cache-aware tests/bench/train.sh        (the rows whose name matches)
 . "$(dirname "$0")/lib.sh"
 PER_CLASS=${1:-100}
 DELAY=${2:-5ms}
@@ -24,14 +25,15 @@ CHARGED=$(find "$DATA/src/train" -type f -printf '%s\n' |
 NTRAIN=$(find "$DATA/src/train" -type f | wc -l)
 echo "dataset: $NTRAIN training files ($CHARGED bytes charged), source: ${DELAY} per call, 3 calls per miss"
 
-# run NAME POLICY FRACTION SAMPLER
+# run NAME POLICY FRACTION SAMPLER [AGGRESSIVENESS]
 run() {
+	[[ "$1" =~ ${ONLY:-.} ]] || [ "$1" = no-cache ] || return 0
 	local size=$(awk "BEGIN {printf \"%d\", $CHARGED * $3}")
 	[ "$size" -gt 0 ] || size=1M   # policy=none keeps nothing; any size will do
 	rm -rf "$WORK/cache"
 	mount_dlcache "$DATA/src" "policy=$2,cache_size=$size,source_delay=$DELAY"
 	/usr/bin/python3 examples/train.py --data "$MNT" --epochs $EPOCHS --sampler "$4" \
-		--no-prefetch --drop-caches --json "$WORK/$1.json" >/dev/null
+		--aggressiveness "${5:-0.5}" --no-prefetch --drop-caches --json "$WORK/$1.json" >/dev/null
 	unmount_dlcache
 	/usr/bin/python3 - "$WORK/$1.json" "$1" "$3" "$WORK/no-cache.json" <<'PY'
 import json, os, sys
@@ -53,5 +55,6 @@ for fraction in 0.1 0.3; do
 	run "freeze"                  freeze     "$fraction" shuffle
 	run "lru"                     lru        "$fraction" shuffle
 	run "importance"              importance "$fraction" shuffle
-	run "importance+cache-aware"  importance "$fraction" cache-aware
+	run "importance+cache-aware"  importance "$fraction" cache-aware 0.5
+	run "importance+cache-aware.25" importance "$fraction" cache-aware 0.25
 done

@@ -4,15 +4,9 @@
 # untracked, not ignored) with packaging/debian as debian/; the .deb lands in
 # OUTDIR (default: the current directory).  Needs debhelper and the build
 # dependencies of packaging/debian/control (tests/run.sh installs them).
-set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-out=$(mkdir -p "${1:-.}" && cd "${1:-.}" && pwd)
-version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build")
-work=$(mktemp -d /tmp/dlcache-deb.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/common.sh"
 tree=$work/dlcache-$version
-mkdir -p "$tree"
-(cd "$top" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$tree")
+copy_tree "$tree"
 cp -r "$top/packaging/debian" "$tree/debian"
 (cd "$tree" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) || {
 	tail -n 30 "$work/build.log" >&2

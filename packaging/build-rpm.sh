@@ -4,14 +4,9 @@
 # lands in OUTDIR (default: the current directory).  Where meson ships no
 # RPM macros (Debian), packaging/rpm/macros.meson supplies them and the
 # BuildRequires are not checked (Debian's rpm has no package database).
-set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
-out=$(mkdir -p "${1:-.}" && cd "${1:-.}" && pwd)
-version=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$top/meson.build")
-work=$(mktemp -d /tmp/dlcache-rpm.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS,tree/dlcache-$version}
-(cd "$top" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work/tree/dlcache-$version")
+. "$(dirname "$0")/common.sh"
+mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS}
+copy_tree "$work/tree/dlcache-$version"
 tar -C "$work/tree" -czf "$work/SOURCES/dlcache-$version.tar.gz" "dlcache-$version"
 args=(--define "_topdir $work")
 if ! rpm --eval '%{?meson_build}' | grep -q meson; then

@@ -29,7 +29,8 @@ import math
 import os
 import random
 
-__all__ = ["Mount", "RankReporter", "ShuffleSampler", "CacheAwareSampler", "find_mount"]
+__all__ = ["Mount", "RankReporter", "ShuffleSampler", "CacheAwareSampler",
+           "ChunkShuffleSampler", "find_mount"]
 
 
 def find_mount(path):
@@ -98,6 +99,16 @@ class Mount:
         """The set of paths (relative to the root) held in the cache now."""
         with open(os.path.join(self.root, ".cached")) as f:
             return {line.rstrip("\n") for line in f if line.strip()}
+
+    def chunks(self):
+        """For a packed dataset (tar chunks), {path: chunk index} from
+        .chunks; {} for a dataset of plain files or an older daemon."""
+        try:
+            with open(os.path.join(self.root, ".chunks")) as f:
+                pairs = (line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+                return {path: int(chunk) for chunk, path in pairs}
+        except FileNotFoundError:
+            return {}
 
     def close(self):
         if self._fd is not None:
@@ -292,3 +303,38 @@ class CacheAwareSampler(_EpochSampler):
                 seen.add(i)
                 ahead.append(self.paths[i])
         self.mount.prefetch(ahead)
+
+
+class ChunkShuffleSampler(_EpochSampler):
+    """Chunk-wise shuffle for packed datasets (DIESEL): the chunks are taken
+    in a new random order each epoch, and the samples of `window` chunks at
+    a time are shuffled together.  A miss then reads a chunk the reader will
+    take more samples from soon, so one large read (chunk_fetch=1) serves
+    many samples, where a full shuffle touches every chunk all epoch long.
+    The price is less randomness: a batch draws from `window` chunks, not
+    from the whole dataset; a window of 4 to 16 chunks, with classes spread
+    over the chunks, is usually enough.  chunks maps a path (relative to the
+    mount) to its chunk, as Mount.chunks() gives it; paths it lacks form one
+    chunk each.  With no chunks at all it is a plain shuffle.
+    """
+
+    def __init__(self, paths, chunks, mount=None, window=4, prefetch=True, seed=0):
+        if window < 1:
+            raise ValueError("window must be at least 1 chunk, not %r" % window)
+        super().__init__(paths, mount, prefetch, seed)
+        self.window = window
+        groups = {}
+        for i, p in enumerate(self.paths):
+            rel = mount.relpath(p) if mount else p
+            groups.setdefault(chunks.get(rel, ("file", i)), []).append(i)
+        self.groups = list(groups.values())
+
+    def _draw(self, rng):
+        groups = list(self.groups)
+        rng.shuffle(groups)
+        order = []
+        for start in range(0, len(groups), self.window):
+            block = [i for g in groups[start:start + self.window] for i in g]
+            rng.shuffle(block)
+            order.extend(block)
+        return order

@@ -96,7 +96,10 @@ def parse_args():
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--sampler", choices=("shuffle", "cache-aware"), default="cache-aware")
+    p.add_argument("--sampler", choices=("shuffle", "cache-aware", "chunk"), default="cache-aware",
+                   help="chunk: chunk-wise shuffle of a packed dataset (see --chunk-window)")
+    p.add_argument("--chunk-window", type=int, default=4,
+                   help="chunk sampler: chunks whose samples are shuffled together")
     p.add_argument("--aggressiveness", type=float, default=0.5,
                    help="cache-aware sampler: 0 plain shuffle ... <1 strongest (default 0.5)")
     p.add_argument("--report-every", type=int, default=4, help="batches per .control write")
@@ -133,6 +136,10 @@ def main():
         sampler = dlcache.CacheAwareSampler(paths, reporter, mount=mount,
                                             aggressiveness=args.aggressiveness,
                                             prefetch=prefetch, seed=args.seed)
+    elif args.sampler == "chunk":
+        sampler = dlcache.ChunkShuffleSampler(paths, mount.chunks() if mount else {}, mount=mount,
+                                              window=args.chunk_window, prefetch=prefetch,
+                                              seed=args.seed)
     else:
         sampler = dlcache.ShuffleSampler(paths, mount=mount, prefetch=prefetch, seed=args.seed)
 

@@ -153,6 +153,39 @@ class SamplerTest(unittest.TestCase):
         self.assertNotEqual(first, list(a))
 
 
+class ChunkShuffleSamplerTest(unittest.TestCase):
+    # 100 files in 10 chunks of 10 consecutive files.
+    CHUNKS = {os.path.relpath(p, "/mnt/data"): i // 10 for i, p in enumerate(PATHS)}
+
+    def test_each_window_of_chunks_is_read_before_the_next(self):
+        s = dlcache.ChunkShuffleSampler(PATHS, self.CHUNKS, mount=FakeMount(), window=2)
+        s.set_epoch(1)
+        order = list(s)
+        self.assertEqual(sorted(order), list(range(100)))
+        for start in range(0, 100, 20):
+            chunks = {i // 10 for i in order[start:start + 20]}
+            self.assertEqual(len(chunks), 2, "20 samples should come from 2 chunks")
+
+    def test_chunk_order_changes_between_epochs(self):
+        s = dlcache.ChunkShuffleSampler(PATHS, self.CHUNKS, mount=FakeMount(), window=1)
+        firsts = set()
+        for epoch in range(10):
+            s.set_epoch(epoch)
+            firsts.add(list(s)[0] // 10)
+        self.assertGreater(len(firsts), 3)
+
+    def test_without_chunks_it_is_a_full_shuffle(self):
+        s = dlcache.ChunkShuffleSampler(PATHS, {}, mount=FakeMount(), window=4)
+        s.set_epoch(1)
+        order = list(s)
+        self.assertEqual(sorted(order), list(range(100)))
+        self.assertNotEqual(order[:10], sorted(order[:10]))
+
+    def test_a_window_below_one_is_refused(self):
+        with self.assertRaises(ValueError):
+            dlcache.ChunkShuffleSampler(PATHS, {}, window=0)
+
+
 class MountTest(unittest.TestCase):
     def test_a_plain_directory_is_not_a_mount(self):
         with tempfile.TemporaryDirectory() as d:
@@ -171,6 +204,10 @@ class MountTest(unittest.TestCase):
             self.assertEqual(m.relpath(os.path.join(d, "train", "c", "x")), "train/c/x")
             with self.assertRaises(ValueError):
                 m.relpath("/elsewhere/x")
+            self.assertEqual(m.chunks(), {}, "no .chunks: not packed")
+            with open(os.path.join(d, ".chunks"), "w") as f:
+                f.write("0\ttrain/c/a b.JPEG\n3\ttrain/c/x\n")
+            self.assertEqual(m.chunks(), {"train/c/a b.JPEG": 0, "train/c/x": 3})
 
 
 if __name__ == "__main__":

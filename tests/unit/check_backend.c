@@ -1,17 +1,26 @@
 /*
- * check_backend.c - the NFS source forms.
+ * check_backend.c - choosing a driver for a source, and the NFS source forms.
  *
  * The parser of "HOST:/PATH" and "nfs://HOST/PATH?ARGS" is table-driven: each
  * good source lists the server, path, version and ports it must produce, each
  * bad one a phrase its cause must contain (every cause is one sentence ending
- * with '.').
+ * with '.').  The NFS driver's refusals at create time are checked against
+ * servers that cannot answer, all on this machine: a port nobody listens on,
+ * a listener that never replies, a name that does not resolve.  Mounting a
+ * real export is for tests/mount/nfs.sh, which starts nfs-ganesha.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "dlcache/backend.h"
 #include "dlcache/nfs_source.h"
 
 /* ------------------------------------------------------------------------
@@ -165,6 +174,101 @@ START_TEST(test_parse_bad)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * The NFS driver refuses, quickly and in one sentence.
+ */
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A TCP socket listening on 127.0.0.1 at an ephemeral port, never accepting. */
+static int listen_silently(unsigned *port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	socklen_t len = sizeof(addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+	*port = ntohs(addr.sin_port);
+	return fd;
+}
+
+/* A port on 127.0.0.1 where nothing listens (bound, then closed again). */
+static unsigned closed_port(void)
+{
+	unsigned port;
+
+	close(listen_silently(&port));
+	return port;
+}
+
+static void expect_create_error(const char *source, const struct dlc_backend_config *config,
+				int expected, const char *phrase, double within)
+{
+	struct dlc_backend *backend = NULL;
+	char *cause = NULL;
+	double start = now();
+	int rc;
+
+	rc = dlc_backend_create(source, config, &backend, &cause);
+	ck_assert_msg(rc == expected, "'%s': %d (%s), expected %d", source, rc,
+		      cause ? cause : "", expected);
+	ck_assert_ptr_null(backend);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, phrase), "'%s': cause '%s' lacks '%s'", source, cause, phrase);
+	ck_assert_msg(cause[strlen(cause) - 1] == '.', "cause '%s' is not a sentence", cause);
+	ck_assert_msg(now() - start < within, "'%s' took %.1f s", source, now() - start);
+	free(cause);
+}
+
+START_TEST(test_nfs_port_without_server_is_refused_at_once)
+{
+	char source[128];
+
+	snprintf(source, sizeof(source), "nfs://127.0.0.1/export?nfsport=%u", closed_port());
+	expect_create_error(source, NULL, -ECONNREFUSED, "refuses connections on port", 2.0);
+}
+END_TEST
+
+START_TEST(test_nfs_server_that_never_answers_times_out)
+{
+	struct dlc_backend_config config = { .timeout_ns = 1000000000ULL };
+	char source[128];
+	unsigned port;
+	int fd = listen_silently(&port);
+
+	snprintf(source, sizeof(source), "nfs://127.0.0.1:%u/export", port);
+	expect_create_error(source, &config, -ETIMEDOUT, "did not answer within 1 s", 5.0);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_nfs_unknown_host_is_refused)
+{
+	expect_create_error("no-such-host.invalid:/export", NULL, -EHOSTUNREACH,
+			    "is not a known host", 30.0);
+}
+END_TEST
+
+START_TEST(test_nfs_bad_forms_and_options_are_refused)
+{
+	struct dlc_backend_config slow = { .delay_ns = 1000000 };
+
+	expect_create_error("host:export", NULL, -EINVAL, "is not absolute", 1.0);
+	expect_create_error("nfs://host/e?version=5", NULL, -EINVAL, "version", 1.0);
+	expect_create_error("127.0.0.1:/export", &slow, -EINVAL, "do not apply to NFS", 1.0);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create("backend");
@@ -174,6 +278,14 @@ static Suite *backend_suite(void)
 	tcase_add_loop_test(tc, test_matches, 0, sizeof(match_cases) / sizeof(match_cases[0]));
 	tcase_add_loop_test(tc, test_parse_good, 0, sizeof(good_cases) / sizeof(good_cases[0]));
 	tcase_add_loop_test(tc, test_parse_bad, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nfs_refusals");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_nfs_port_without_server_is_refused_at_once);
+	tcase_add_test(tc, test_nfs_server_that_never_answers_times_out);
+	tcase_add_test(tc, test_nfs_unknown_host_is_refused);
+	tcase_add_test(tc, test_nfs_bad_forms_and_options_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -42,6 +42,9 @@ cleanup() {
 EXTRA_MOUNTS=()
 CLEANUP_HOOKS=()
 trap cleanup EXIT
+# A test killed by meson's timeout or by ^C cleans up too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 fail() {
 	echo "FAIL: $*" >&2

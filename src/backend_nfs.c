@@ -657,6 +657,7 @@ int dlc_backend_nfs_create(const char *source, const struct dlc_backend_config *
 	pthread_mutex_init(&nb->lock, NULL);
 	pthread_cond_init(&nb->given_back, NULL);
 	atomic_init(&nb->largest_read, 0);
+	atomic_init(&nb->quiet_until_ns, 0);
 
 	/* A server that goes away must fail a send with EPIPE, not kill the daemon. */
 	if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)

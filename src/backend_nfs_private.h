@@ -55,6 +55,8 @@ struct nfs_backend {
 	uint64_t busy;                  /* guarded by lock: bit s = slot s is held */
 	uint64_t connected;             /* guarded by lock: bit s = slot s has a context */
 	_Atomic uint64_t largest_read;  /* most bytes the server returned in one READ */
+	_Atomic int64_t quiet_until_ns; /* CLOCK_MONOTONIC: no connecting before this,
+					 * after a connect failed */
 	struct nfs_slot slots[NFS_MAX_SLOTS];
 };
 
@@ -91,7 +93,8 @@ struct nfsfh *dlc_nfs_file_detach(struct nfs_backend *nb, unsigned s,
  * Runs run(nb, s, arg) holding a connected slot, preferring the slots in
  * prefer.  When it fails because a connection made before the call was lost,
  * the slot connects afresh and runs it once more.  Returns run's result; a
- * lost connection or a failed connect is -EIO.
+ * lost connection or a failed connect is -EIO, and so is a call that needs
+ * to connect within half a second of a connect that failed.
  */
 int dlc_nfs_run_on_slot(struct nfs_backend *nb, uint64_t prefer,
 			int (*run)(struct nfs_backend *nb, unsigned s, void *arg), void *arg);

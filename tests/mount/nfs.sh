@@ -154,7 +154,7 @@ PY
 	stop_ganesha
 	sleep 1
 	start_ganesha "$SRC"
-	sleep 1
+	sleep 2
 	touch "$WORK/stop"
 	wait "$readers" || fail "a reader got wrong bytes or another error than EIO"
 	read -r ok eio <"$WORK/readers.out"

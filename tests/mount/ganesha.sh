@@ -3,7 +3,8 @@
 # NFSv4 only, on 127.0.0.1 and a free port, as a plain process: no rpcbind,
 # no kernel NFS support, nothing written outside $WORK.
 #
-#   start_ganesha DIR [EXPORT LINES]   serve DIR as /export; waits until ready
+#   start_ganesha DIR [EXPORT LINES] [NFSV4 LINES]
+#                                      serve DIR as /export; waits until ready
 #   stop_ganesha                       SIGTERM to its PID, wait until it is gone
 #   ganesha_running                    true while it runs
 #   NFS_SOURCE                         nfs://127.0.0.1/export?version=4&nfsport=PORT
@@ -27,7 +28,7 @@ ganesha_running() {
 }
 
 start_ganesha() {
-	local dir=$1 extra=${2:-}
+	local dir=$1 extra=${2:-} nfsv4_extra=${3:-}
 	cat >"$GANESHA_DIR/ganesha.conf" <<EOF
 NFS_CORE_PARAM {
 	Bind_addr = 127.0.0.1;
@@ -46,6 +47,7 @@ NFSv4 {
 	RecoveryBackend = fs;
 	RecoveryRoot = "$GANESHA_DIR/recovery";
 	Only_Numeric_Owners = true;
+	$nfsv4_extra
 }
 EXPORT {
 	Export_Id = 1;

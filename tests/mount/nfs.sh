@@ -81,6 +81,24 @@ test_a_server_that_caps_reads_below_one_mib_still_gives_every_byte() {
 	stop_ganesha
 }
 
+test_connections_idle_past_their_lease_reconnect_without_an_error() {
+	# libnfs 4.0 never renews an NFSv4 lease: after an idle lease period the
+	# server forgets the client, and the next OPEN fails until the driver
+	# makes the connection again.
+	stop_ganesha
+	start_ganesha "$SRC" "" "Lease_Lifetime = 2;"
+	ALLOWED_LOG='^dlcache: info: '
+	start_daemon "log_level=info"
+	cmp "$MNT/train/n00000000/n00000000_1.JPEG" "$SRC/train/n00000000/n00000000_1.JPEG" || fail "bytes"
+	sleep 5
+	cmp "$MNT/train/n00000000/n00000000_2.JPEG" "$SRC/train/n00000000/n00000000_2.JPEG" ||
+		fail "bytes after an idle lease period"
+	grep -q "dropped this client's NFSv4 state" "$LOG" || fail "the lease did not expire"
+	expect_eq "remote errors" "$(stat_value remote_ops.errors)" 0
+	stop_daemon
+	stop_ganesha
+}
+
 test_the_crawl_is_parallel_and_matches_the_directory_driver() {
 	local nfs_listing dir_listing connections
 	ensure_ganesha

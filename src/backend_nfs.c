@@ -647,9 +647,13 @@ int dlc_backend_nfs_create(const char *source, const struct dlc_backend_config *
 	nb->nslots = config->connections ? config->connections : DEFAULT_SLOTS;
 	if (nb->nslots > NFS_MAX_SLOTS)
 		nb->nslots = NFS_MAX_SLOTS;
-	/* libnfs counts whole seconds. */
-	nb->timeout_ms = config->timeout_ns ?
-		(int)((config->timeout_ns + 999999999ULL) / 1000000000ULL * 1000) : DEFAULT_TIMEOUT_MS;
+	/* libnfs counts whole seconds, in an int of milliseconds. */
+	nb->timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (config->timeout_ns) {
+		uint64_t seconds = (config->timeout_ns + 999999999ULL) / 1000000000ULL;
+
+		nb->timeout_ms = seconds > INT_MAX / 1000 ? INT_MAX / 1000 * 1000 : (int)seconds * 1000;
+	}
 	if (gethostname(nb->hostname, sizeof(nb->hostname)) < 0 || !nb->hostname[0])
 		strcpy(nb->hostname, "localhost");
 	nb->hostname[sizeof(nb->hostname) - 1] = '\0';

@@ -2,11 +2,11 @@
  * backend.c - driver selection and the counting wrappers around every driver.
  *
  * dlc_backend_create() looks at the form of SOURCE and hands the new struct
- * dlc_backend to the matching driver, which fills ops and priv.  Today only
- * the posix driver exists ("/path"); the NFS forms ("host:/export",
- * "nfs://host/export") are recognised and refused with a sentence that tells
- * the user how to get going anyway, and a relative path (the options module
- * makes directories absolute before this point) is refused as such.
+ * dlc_backend to the matching driver, which fills ops and priv: "/path" goes
+ * to the posix driver, the NFS forms ("host:/export/path",
+ * "nfs://host/export/path?version=4", see nfs_source.h) to the NFS driver,
+ * and a relative path (the options module makes directories absolute before
+ * this point) is refused as such.
  *
  * Every other module reaches the remote through the dlc_backend_* wrappers
  * below, never through ops directly: each wrapper counts its call in
@@ -21,6 +21,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/backend.h"
+#include "dlcache/nfs_source.h"
 
 static void count_call(struct dlc_backend *backend, enum dlc_backend_op op, long long rc)
 {
@@ -43,13 +44,7 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		dlc_cause_set(cause, "no source given; give the dataset's directory");
 		return -EINVAL;
 	}
-	if (source[0] != '/' && (strchr(source, ':') || strncmp(source, "nfs://", 6) == 0)) {
-		dlc_cause_set(cause, "source '%s' is an NFS export, and NFS sources are not "
-			  "supported yet; mount the export with the kernel NFS client "
-			  "and give that directory", source);
-		return -EPROTONOSUPPORT;
-	}
-	if (source[0] != '/') {
+	if (source[0] != '/' && !dlc_nfs_source_matches(source)) {
 		dlc_cause_set(cause, "source '%s' is not an absolute path; give the "
 			  "dataset's directory as /path", source);
 		return -EINVAL;
@@ -71,7 +66,10 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		atomic_init(&backend->calls[op], 0);
 	atomic_init(&backend->errors, 0);
 
-	rc = dlc_backend_posix_create(source, config, backend, cause);
+	if (dlc_nfs_source_matches(source))
+		rc = dlc_backend_nfs_create(source, config, backend, cause);
+	else
+		rc = dlc_backend_posix_create(source, config, backend, cause);
 	if (rc < 0)
 		goto err_free_source;
 	*out = backend;

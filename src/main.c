@@ -342,6 +342,7 @@ static int cmd_snapshot(int argc, char **argv)
 		fprintf(stderr, "dlcache: snapshot needs one SOURCE and -o FILE; usage: dlcache snapshot SOURCE -o FILE.\n");
 		return 1;
 	}
+	config.connections = build.threads;     /* NFS: one per crawl thread */
 	rc = dlc_backend_create(argv[optind], &config, &backend, &cause);
 	if (rc == 0)
 		rc = dlc_snapshot_build(backend, output, &build, &entries, &cause);

@@ -41,6 +41,9 @@
 #define MAX_PREFETCH_THREADS 256
 #define MAX_PREFETCH_WINDOW 1000000
 #define MAX_THREADS 1024
+#define MIN_NFS_TIMEOUT_NS 1000000000ULL            /* libnfs counts whole seconds */
+#define MAX_NFS_TIMEOUT_NS (3600ULL * 1000000000ULL)
+#define MAX_NFS_CONNECTIONS 64
 #define USAGE_LINE "usage: mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS]"
 
 enum option_key {
@@ -58,6 +61,7 @@ enum option_key {
 	KEY_SOURCE_DELAY,
 	KEY_SOURCE_BW,
 	KEY_SOURCE_FAIL_EVERY,
+	KEY_NFS_TIMEOUT,
 	KEY_ALLOW_OTHER,
 	KEY_FSNAME,
 	KEY_CONTROL_UID,
@@ -94,6 +98,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("source_delay=", KEY_SOURCE_DELAY),
 	FUSE_OPT_KEY("source_bw=", KEY_SOURCE_BW),
 	FUSE_OPT_KEY("source_fail_every=", KEY_SOURCE_FAIL_EVERY),
+	FUSE_OPT_KEY("nfs_timeout=", KEY_NFS_TIMEOUT),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("control_uid=", KEY_CONTROL_UID),
@@ -539,6 +544,14 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  "source_fail_every '%s' is not a whole number; write N to fail every Nth read from the source, or 0 to never fail.",
 					  value);
 		return 0;
+	case KEY_NFS_TIMEOUT:
+		rc = parse_duration_option(state, "nfs_timeout", value, &opts->backend.timeout_ns);
+		if (rc == 0 && (opts->backend.timeout_ns < MIN_NFS_TIMEOUT_NS ||
+				opts->backend.timeout_ns > MAX_NFS_TIMEOUT_NS))
+			return parse_fail(state, -EINVAL,
+					  "nfs_timeout '%s' is outside 1s to 60m; write e.g. nfs_timeout=30s.",
+					  value);
+		return rc;
 	case KEY_REFRESH:
 		opts->refresh = true;
 		return 0;
@@ -666,6 +679,13 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
 		opts->foreground = true;
 		opts->log_level = DLC_LOG_DEBUG;
 	}
+	/* An NFS source needs a connection per thread that may call it at once:
+	 * the crawl's, or the readers' and the prefetchers'. */
+	opts->backend.connections = opts->threads + opts->prefetch_threads;
+	if (opts->backend.connections < opts->crawl_threads)
+		opts->backend.connections = opts->crawl_threads;
+	if (opts->backend.connections > MAX_NFS_CONNECTIONS)
+		opts->backend.connections = MAX_NFS_CONNECTIONS;
 	if (opts->show_help || opts->show_version)
 		goto done;
 	if (!opts->source) {
@@ -1068,8 +1088,9 @@ void dlc_options_usage(const char *program, FILE *out)
 		"usage: %s SOURCE MOUNTPOINT [-o OPTION[,OPTION...]] [-f] [-d]\n"
 		"       %s -h | -V\n"
 		"\n"
-		"Mounts a read-only, cached view of the dataset at SOURCE (a directory) on\n"
-		"MOUNTPOINT.\n"
+		"Mounts a read-only, cached view of the dataset at SOURCE on MOUNTPOINT.\n"
+		"SOURCE is a directory, HOST:/EXPORT/PATH (NFS, no kernel client needed) or\n"
+		"nfs://HOST[:PORT]/EXPORT/PATH[?version=3|4&nfsport=N&mountport=N].\n"
 		"\n"
 		"flags:\n"
 		"    -o OPTIONS             mount options, comma-separated (below)\n"
@@ -1100,6 +1121,9 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    control_uid=USER       owner of .control, who may write it\n"
 		"                           (default: the user who mounts)\n"
 		"    control_gid=GROUP      group that may write .control too (default: none)\n"
+		"    nfs_timeout=DURATION   NFS sources: longest one call to the server may\n"
+		"                           take before it fails with EIO, 1s-60m\n"
+		"                           (default: 30s)\n"
 		"\n"
 		"for benchmarks and tests:\n"
 		"    source_delay=DURATION  delay added to every source call (default: 0)\n"

@@ -17,9 +17,13 @@ dlc_install_packages() {
 }
 
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev check)
+	libsqlite3-dev libxxhash-dev libnfs-dev check)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The training example and its test: PyTorch on the CPU, from Debian.
 DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)
 # The docs and packaging suites: man(1), dpkg-buildpackage with debhelper, rpmbuild.
 DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper rpm systemd)
+# For the tests and benchmarks only: nfs-ganesha (with its VFS backend) serves
+# the NFS mount tests, libnfs-utils (nfs-ls, nfs-cp) is the NFS benchmarks'
+# baseline, iproute2 (ss) counts the connections of a crawl.
+DLC_TEST_PACKAGES=(nfs-ganesha nfs-ganesha-vfs libnfs-utils iproute2)

@@ -8,12 +8,19 @@
  * count every call by kind, so the stats can prove that no metadata operation
  * reaches the remote after mount.
  *
- * Thread-safety: every operation may be called from several threads at once;
- * a driver whose library is not thread-safe (libnfs) serializes or keeps one
- * context per thread itself.  A file handle is used by one thread at a time.
+ * Thread-safety: every operation may be called from several threads at once,
+ * and pread may be called on ONE file handle from several threads at once
+ * (a tar chunk is opened once per mount and read by every reader thread): the
+ * posix driver's pread(2) is safe so, and the NFS driver, whose library is
+ * not thread-safe, gives each concurrent call its own connection and opens
+ * the file there as needed.  A handle is closed once, after every pread on
+ * it has returned.
  *
  * Errors: 0 (or a byte count) on success, -errno on failure.  A dead or
- * unreachable remote gives -EIO promptly, never a hang.
+ * unreachable remote gives -EIO promptly, and a hung one after at most the
+ * driver's timeout (nfs_timeout=), never a hang.  A remote that restarts
+ * fails the calls in flight; later calls reconnect, and a file handle opened
+ * before the restart goes on working (the NFS driver re-opens it by path).
  */
 #ifndef DLCACHE_BACKEND_H
 #define DLCACHE_BACKEND_H
@@ -69,11 +76,16 @@ struct dlc_backend_ops {
 	void (*destroy)(void *priv);
 };
 
-/* Emulation of a slow remote, for benchmarks and tests (posix driver). */
 struct dlc_backend_config {
+	/* Emulation of a slow remote, for benchmarks and tests (posix driver
+	 * only; the NFS driver refuses them). */
 	uint64_t delay_ns;          /* added to every call; 0 = none */
 	uint64_t bandwidth;         /* bytes per second for reads; 0 = unlimited */
 	unsigned fail_every;        /* fault injection: every Nth read fails with EIO; 0 = never */
+	/* NFS driver. */
+	unsigned connections;       /* most connections to the server; 0 = 16, at most 64 */
+	uint64_t timeout_ns;        /* longest one call may take, rounded up to whole
+				     * seconds; 0 = 30 s */
 };
 
 struct dlc_backend {
@@ -85,9 +97,10 @@ struct dlc_backend {
 };
 
 /*
- * Picks the driver for source ("/path" is a directory; other forms are
- * rejected until their driver exists) and connects.  On failure returns
- * -errno and sets *cause to a malloc'd sentence naming the problem and the fix.
+ * Picks the driver for source ("/path" is a directory; "host:/export/path" and
+ * "nfs://host/export/path?..." are NFS, see nfs_source.h; a relative path is
+ * refused) and connects.  On failure returns -errno and sets *cause to a
+ * malloc'd sentence naming the problem and the fix.
  */
 int dlc_backend_create(const char *source, const struct dlc_backend_config *config,
 		       struct dlc_backend **out, char **cause);
@@ -110,5 +123,7 @@ uint64_t dlc_backend_metadata_calls(const struct dlc_backend *backend);
 /* Drivers. */
 int dlc_backend_posix_create(const char *root, const struct dlc_backend_config *config,
 			     struct dlc_backend *backend, char **cause);
+int dlc_backend_nfs_create(const char *source, const struct dlc_backend_config *config,
+			   struct dlc_backend *backend, char **cause);
 
 #endif

@@ -51,7 +51,8 @@ struct dlc_options {
 	bool show_help;             /* -h / --help: print usage, mount nothing */
 	bool show_version;          /* -V / --version */
 	enum dlc_log_level log_level;
-	struct dlc_backend_config backend;  /* source_delay, source_bw, source_fail_every */
+	struct dlc_backend_config backend;  /* source_delay, source_bw, source_fail_every,
+					     * nfs_timeout; connections from the thread counts */
 	char *kernel_opts;          /* for the FUSE mount after -o, fuse_opt-escaped, e.g.
 				       "default_permissions,fsname=SOURCE,subtype=dlcache,nosuid" */
 };

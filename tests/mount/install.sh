@@ -33,7 +33,7 @@ install_helpers() {
 		ln -s "$DLCACHE" "$h"
 	done
 }
-trap 'restore_helpers; cleanup' EXIT
+CLEANUP_HOOKS+=(restore_helpers)
 
 same_tree() {
 	diff -r "$SRC" "$MNT" >/dev/null || fail "the mount's files differ from the source"

@@ -2,7 +2,9 @@
 # daemon in the foreground, and cleanup that unmounts even when a test fails.
 #
 # Each test script sources this file, defines test_* functions and ends with
-# run_tests.  $DLCACHE is the binary under test (meson sets it).
+# run_tests.  $DLCACHE is the binary under test (meson sets it).  A test that
+# mounts another kind of source sets DLC_SOURCE (default: $SRC); one that
+# starts a helper process adds a function to CLEANUP_HOOKS to stop it.
 
 set -euo pipefail
 
@@ -31,12 +33,18 @@ cleanup() {
 	for m in "${EXTRA_MOUNTS[@]:-}"; do
 		[ -n "$m" ] && mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null
 	done
+	for hook in "${CLEANUP_HOOKS[@]:-}"; do
+		[ -n "$hook" ] && "$hook"
+	done
 	rm -rf "$WORK"
 	exit $rc
 }
 EXTRA_MOUNTS=()
+CLEANUP_HOOKS=()
 trap cleanup EXIT
-trap "exit 143" INT TERM   # a killed run still unmounts
+# A test killed by meson's timeout or by ^C cleans up too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -64,11 +72,11 @@ for c in range(classes):
 PY
 }
 
-# start_daemon [MOUNT OPTIONS]: mounts $SRC on $MNT in the foreground with a
-# cache in $CACHE and waits until the mount answers.
+# start_daemon [MOUNT OPTIONS]: mounts $DLC_SOURCE (default $SRC) on $MNT in
+# the foreground with a cache in $CACHE and waits until the mount answers.
 start_daemon() {
 	local opts="cache_dir=$CACHE,log_level=warning${1:+,$1}"
-	"$DLCACHE" mount "$SRC" "$MNT" -f -o "$opts" 2>>"$LOG" &
+	"$DLCACHE" mount "${DLC_SOURCE:-$SRC}" "$MNT" -f -o "$opts" 2>>"$LOG" &
 	DAEMON_PID=$!
 	wait_mounted
 }

@@ -30,7 +30,7 @@ test_bad_command_lines_are_refused_with_one_sentence() {
 	expect_refused "not a directory" "$SRC" "$WORK/file" -o "cache_dir=$CACHE"
 	expect_refused "inside the mountpoint" "$SRC" "$MNT" -o "cache_dir=$MNT/cache"
 	expect_refused "snapshot" "$SRC" "$MNT" -o "cache_dir=$CACHE,snapshot=$WORK/none.db"
-	expect_refused "not supported" "fileserver:/export" "$MNT" -o "cache_dir=$CACHE"
+	expect_refused "is not absolute" "fileserver:export" "$MNT" -o "cache_dir=$CACHE"
 }
 
 test_a_cache_dir_in_use_is_refused() {

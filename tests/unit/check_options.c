@@ -59,7 +59,8 @@ static char *render(const struct dlc_options *o)
 			 "cache_size=%llu cache_max_file=%llu policy=%d refresh=%d "
 			 "crawl_threads=%u threads=%u foreground=%d debug=%d "
 			 "allow_other=%d help=%d version=%d log_level=%d "
-			 "delay_ns=%llu bandwidth=%llu fail_every=%u kernel_opts=%s",
+			 "delay_ns=%llu bandwidth=%llu fail_every=%u timeout_ns=%llu "
+			 "connections=%u kernel_opts=%s",
 			 o->source ? o->source : "(null)",
 			 o->mountpoint ? o->mountpoint : "(null)",
 			 o->cache_dir ? o->cache_dir : "(null)",
@@ -70,6 +71,7 @@ static char *render(const struct dlc_options *o)
 			 o->allow_other, o->show_help, o->show_version, (int)o->log_level,
 			 (unsigned long long)o->backend.delay_ns,
 			 (unsigned long long)o->backend.bandwidth, o->backend.fail_every,
+			 (unsigned long long)o->backend.timeout_ns, o->backend.connections,
 			 o->kernel_opts ? o->kernel_opts : "(null)");
 
 	ck_assert_int_ge(n, 0);
@@ -221,6 +223,17 @@ static const struct good_case good_cases[] = {
 	{ { "mount.dlcache", "host:/export/imagenet", "/mnt", NULL },
 	  "source=host:/export/imagenet kernel_opts=default_permissions,"
 	  "fsname=host:/export/imagenet,subtype=dlcache" },
+	/* an NFS source: its timeout, and a connection for every thread that may
+	 * call it at once (the readers' and prefetchers', or the crawl's), at most 64 */
+	{ { "mount.dlcache", "host:/export", "/mnt", NULL },
+	  "timeout_ns=0 connections=32" },
+	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "nfs_timeout=5s,crawl_threads=48", NULL },
+	  "timeout_ns=5000000000 connections=48" },
+	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "nfs_timeout=60m,threads=100", NULL },
+	  "timeout_ns=3600000000000 connections=64" },
+	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "threads=1,prefetch_threads=1,"
+	    "crawl_threads=1", NULL },
+	  "connections=2" },
 	/* bounds */
 	{ { "mount.dlcache", "/src", "/mnt", "-o",
 	    "crawl_threads=1,threads=1024,source_bw=0,source_fail_every=0,source_delay=0", NULL },
@@ -308,6 +321,11 @@ static const struct bad_case bad_cases[] = {
 	  "source_fail_every '-1'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_fail_every=5000000000", NULL },
 	  "source_fail_every" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "nfs_timeout=500ms", NULL },
+	  "nfs_timeout '500ms' is outside 1s to 60m" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "nfs_timeout=61m", NULL }, "outside 1s to 60m" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "nfs_timeout=30", NULL },
+	  "nfs_timeout '30' is not a duration" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "cache_dir=", NULL }, "cache_dir=" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "snapshot=", NULL }, "snapshot=" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "fsname=", NULL }, "fsname=" },

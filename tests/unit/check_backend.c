@@ -1,0 +1,302 @@
+/*
+ * check_backend.c - choosing a driver for a source, and the NFS source forms.
+ *
+ * The parser of "HOST:/PATH" and "nfs://HOST/PATH?ARGS" is table-driven: each
+ * good source lists the server, path, version and ports it must produce, each
+ * bad one a phrase its cause must contain (every cause is one sentence ending
+ * with '.').  The NFS driver's refusals at create time are checked against
+ * servers that cannot answer, all on this machine: a port nobody listens on,
+ * a listener that never replies, a name that does not resolve.  Mounting a
+ * real export is for tests/mount/nfs.sh, which starts nfs-ganesha.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlcache/backend.h"
+#include "dlcache/nfs_source.h"
+
+/* ------------------------------------------------------------------------
+ * Which sources are NFS.
+ */
+
+struct match_case {
+	const char *source;
+	bool nfs;
+};
+
+static const struct match_case match_cases[] = {
+	{ "fileserver:/datasets/imagenet", true },
+	{ "10.0.0.5:/export", true },
+	{ "[fd00::5]:/export", true },
+	{ "nfs://fileserver/datasets/imagenet?version=4", true },
+	{ "host:relative", true },          /* claimed, then refused with a sentence */
+	{ "s3://bucket/key", true },        /* likewise */
+	{ "/datasets/imagenet", false },
+	{ "/data/with:colon", false },
+	{ "relative/dir", false },
+	{ "./a:b", false },
+	{ "", false },
+};
+
+START_TEST(test_matches)
+{
+	const struct match_case *c = &match_cases[_i];
+
+	ck_assert_msg(dlc_nfs_source_matches(c->source) == c->nfs, "'%s' should %sbe NFS",
+		      c->source, c->nfs ? "" : "not ");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * Good sources.
+ */
+
+struct good_case {
+	const char *source;
+	const char *server;
+	const char *path;
+	int version;
+	unsigned nfsport;
+	unsigned mountport;
+};
+
+static const struct good_case good_cases[] = {
+	{ "fileserver:/datasets/imagenet", "fileserver", "/datasets/imagenet", 4, 0, 0 },
+	{ "fileserver:/", "fileserver", "/", 4, 0, 0 },
+	{ "10.0.0.5:/export/", "10.0.0.5", "/export", 4, 0, 0 },
+	{ "fs-1.example.com:/export//a/./b/", "fs-1.example.com", "/export/a/b", 4, 0, 0 },
+	{ "[fd00::5]:/export", "fd00::5", "/export", 4, 0, 0 },
+	{ "[fe80::1%eth0]:/e", "fe80::1%eth0", "/e", 4, 0, 0 },
+	/* in the mount(8) form '?' and '&' belong to the path */
+	{ "host:/odd?name&x", "host", "/odd?name&x", 4, 0, 0 },
+	{ "nfs://fileserver/datasets/imagenet", "fileserver", "/datasets/imagenet", 4, 0, 0 },
+	{ "nfs://fileserver/datasets/imagenet?version=4", "fileserver", "/datasets/imagenet",
+	  4, 0, 0 },
+	{ "nfs://fileserver/export?version=3", "fileserver", "/export", 3, 0, 0 },
+	{ "nfs://127.0.0.1/export?version=4&nfsport=20490", "127.0.0.1", "/export", 4, 20490, 0 },
+	{ "nfs://127.0.0.1:2050/export", "127.0.0.1", "/export", 4, 2050, 0 },
+	{ "nfs://[::1]:2050/export/a", "::1", "/export/a", 4, 2050, 0 },
+	{ "nfs://[::1]/export", "::1", "/export", 4, 0, 0 },
+	{ "nfs://h/e?version=3&mountport=635&nfsport=2049", "h", "/e", 3, 2049, 635 },
+	/* the query's nfsport wins over the authority's port; empty arguments are skipped */
+	{ "nfs://h:1/e?&nfsport=2&", "h", "/e", 4, 2, 0 },
+	{ "nfs://h/", "h", "/", 4, 0, 0 },
+	{ "nfs://h/./e/", "h", "/e", 4, 0, 0 },
+	{ "nfs://h/e?nfsport=65535", "h", "/e", 4, 65535, 0 },
+};
+
+START_TEST(test_parse_good)
+{
+	const struct good_case *c = &good_cases[_i];
+	struct dlc_nfs_source src;
+	char *cause = (char *)"unset";
+	int rc;
+
+	rc = dlc_nfs_source_parse(c->source, &src, &cause);
+	ck_assert_msg(rc == 0, "'%s': %d %s", c->source, rc, cause ? cause : "");
+	ck_assert_ptr_null(cause);
+	ck_assert_str_eq(src.server, c->server);
+	ck_assert_str_eq(src.path, c->path);
+	ck_assert_int_eq(src.version, c->version);
+	ck_assert_uint_eq(src.nfsport, c->nfsport);
+	ck_assert_uint_eq(src.mountport, c->mountport);
+	dlc_nfs_source_free(&src);
+	dlc_nfs_source_free(&src);      /* twice is harmless */
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * Bad sources.
+ */
+
+struct bad_case {
+	const char *source;
+	const char *phrase;
+};
+
+static const struct bad_case bad_cases[] = {
+	{ ":/export", "names no NFS server" },
+	{ "nfs:///export", "names no NFS server" },
+	{ "nfs://", "names no NFS server" },
+	{ "nfs://host", "names no export" },
+	{ "nfs://host?version=4", "names no export" },
+	{ "host:export", "is not absolute" },
+	{ "host:", "is not absolute" },
+	{ "host:/a/../b", "contains '..'" },
+	{ "nfs://h/a/..", "contains '..'" },
+	{ "bad host:/export", "is not a host name" },
+	{ "nfs://ho$t/export", "is not a host name" },
+	{ "[fd00::5:/export", "neither a directory nor HOST:/PATH" },
+	{ "[zz::1]:/export", "is not a host name" },
+	{ "nfs://h/e?version=2", "write version=4 or version=3" },
+	{ "nfs://h/e?version=", "is not an NFS version" },
+	{ "nfs://h/e?version=44", "is not an NFS version" },
+	{ "nfs://h/e?nfsport=0", "nfsport '0' in source" },
+	{ "nfs://h/e?nfsport=65536", "not a port number" },
+	{ "nfs://h/e?mountport=x", "mountport 'x'" },
+	{ "nfs://h/e?nfsport", "nfsport '' in source" },
+	{ "nfs://h:0/e", "the port in source" },
+	{ "nfs://h:/e", "the port in source" },
+	{ "nfs://h:99999/e", "the port in source" },
+	{ "nfs://h/e?uid=0", "'uid' in source" },
+	{ "nfs://h/e?autoreconnect=-1", "use version=, nfsport= or mountport=" },
+	{ "s3://bucket/key", "is a s3:// address" },
+	{ "/local/dir", "is not an NFS source" },
+	/* control characters from the user never reach the terminal */
+	{ "ho\nst:/e", "'ho?st' in source 'ho?st:/e'" },
+};
+
+START_TEST(test_parse_bad)
+{
+	const struct bad_case *c = &bad_cases[_i];
+	struct dlc_nfs_source src;
+	char *cause = NULL;
+	int rc;
+
+	rc = dlc_nfs_source_parse(c->source, &src, &cause);
+	ck_assert_msg(rc == -EINVAL, "'%s': %d", c->source, rc);
+	ck_assert_ptr_null(src.server);
+	ck_assert_ptr_null(src.path);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, c->phrase), "'%s': cause '%s' lacks '%s'", c->source, cause,
+		      c->phrase);
+	ck_assert_msg(cause[strlen(cause) - 1] == '.', "cause '%s' is not a sentence", cause);
+	ck_assert_ptr_null(strchr(cause, '\n'));
+	free(cause);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * The NFS driver refuses, quickly and in one sentence.
+ */
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A TCP socket listening on 127.0.0.1 at an ephemeral port, never accepting. */
+static int listen_silently(unsigned *port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	socklen_t len = sizeof(addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
+	*port = ntohs(addr.sin_port);
+	return fd;
+}
+
+/* A port on 127.0.0.1 where nothing listens (bound, then closed again). */
+static unsigned closed_port(void)
+{
+	unsigned port;
+
+	close(listen_silently(&port));
+	return port;
+}
+
+static void expect_create_error(const char *source, const struct dlc_backend_config *config,
+				int expected, const char *phrase, double within)
+{
+	struct dlc_backend *backend = NULL;
+	char *cause = NULL;
+	double start = now();
+	int rc;
+
+	rc = dlc_backend_create(source, config, &backend, &cause);
+	ck_assert_msg(rc == expected, "'%s': %d (%s), expected %d", source, rc,
+		      cause ? cause : "", expected);
+	ck_assert_ptr_null(backend);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, phrase), "'%s': cause '%s' lacks '%s'", source, cause, phrase);
+	ck_assert_msg(cause[strlen(cause) - 1] == '.', "cause '%s' is not a sentence", cause);
+	ck_assert_msg(now() - start < within, "'%s' took %.1f s", source, now() - start);
+	free(cause);
+}
+
+START_TEST(test_nfs_port_without_server_is_refused_at_once)
+{
+	char source[128];
+
+	snprintf(source, sizeof(source), "nfs://127.0.0.1/export?nfsport=%u", closed_port());
+	expect_create_error(source, NULL, -ECONNREFUSED, "refuses connections on port", 2.0);
+}
+END_TEST
+
+START_TEST(test_nfs_server_that_never_answers_times_out)
+{
+	struct dlc_backend_config config = { .timeout_ns = 1000000000ULL };
+	char source[128];
+	unsigned port;
+	int fd = listen_silently(&port);
+
+	snprintf(source, sizeof(source), "nfs://127.0.0.1:%u/export", port);
+	expect_create_error(source, &config, -ETIMEDOUT, "did not answer within 1 s", 5.0);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_nfs_unknown_host_is_refused)
+{
+	expect_create_error("no-such-host.invalid:/export", NULL, -EHOSTUNREACH,
+			    "is not a known host", 30.0);
+}
+END_TEST
+
+START_TEST(test_nfs_bad_forms_and_options_are_refused)
+{
+	struct dlc_backend_config slow = { .delay_ns = 1000000 };
+
+	expect_create_error("host:export", NULL, -EINVAL, "is not absolute", 1.0);
+	expect_create_error("nfs://host/e?version=5", NULL, -EINVAL, "version", 1.0);
+	expect_create_error("127.0.0.1:/export", &slow, -EINVAL, "do not apply to NFS", 1.0);
+}
+END_TEST
+
+static Suite *backend_suite(void)
+{
+	Suite *s = suite_create("backend");
+	TCase *tc;
+
+	tc = tcase_create("nfs_source");
+	tcase_add_loop_test(tc, test_matches, 0, sizeof(match_cases) / sizeof(match_cases[0]));
+	tcase_add_loop_test(tc, test_parse_good, 0, sizeof(good_cases) / sizeof(good_cases[0]));
+	tcase_add_loop_test(tc, test_parse_bad, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("nfs_refusals");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_nfs_port_without_server_is_refused_at_once);
+	tcase_add_test(tc, test_nfs_server_that_never_answers_times_out);
+	tcase_add_test(tc, test_nfs_unknown_host_is_refused);
+	tcase_add_test(tc, test_nfs_bad_forms_and_options_are_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(backend_suite());
+	int failed;
+
+	srunner_run_all(runner, CK_ENV);
+	failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

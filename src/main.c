@@ -5,6 +5,8 @@
  *   mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]   (also mount.fuse.dlcache)
  *   dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]
  *   dlcache snapshot SOURCE -o FILE [--threads N]
+ *   dlcache snapshot --tar SOURCE [FILE] [--merge]       (snapshot_tar.c)
+ *   dlcache pack SOURCE DEST [--chunk-size SIZE]         (pack.c)
  *   dlcache stat MOUNT [--json]
  *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
  *
@@ -17,6 +19,7 @@
 #include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
 #include "dlcache/options.h"
+#include "dlcache/pack.h"
 #include "dlcache/simulate.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
@@ -355,6 +359,84 @@ static int cmd_snapshot(int argc, char **argv)
 	return 0;
 }
 
+static volatile sig_atomic_t pack_stop;
+
+static void stop_pack(int signo)
+{
+	pack_stop = 1;
+}
+
+static void pack_usage(FILE *out)
+{
+	fprintf(out, "usage: dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
+		     "Writes the tree under SOURCE as tar chunks of about SIZE (default 256M)\n"
+		     "in DEST, with the snapshot DEST/" DLC_SNAPSHOT_PACKED_NAME "; mount DEST\n"
+		     "to read the original tree.\n");
+}
+
+static int cmd_pack(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "chunk-size", required_argument, NULL, 'c' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct dlc_pack_options options = {
+		.chunk_size = DLC_DEFAULT_CHUNK_SIZE,
+		.crawl_threads = DLC_DEFAULT_CRAWL_THREADS,
+		.progress = isatty(STDERR_FILENO),
+		.stop = &pack_stop,
+	};
+	struct sigaction action = { .sa_handler = stop_pack };
+	struct dlc_pack_result result;
+	char *cause = NULL, *end;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			if (dlc_parse_size(optarg, &options.chunk_size) < 0 ||
+			    options.chunk_size < 4096) {
+				fprintf(stderr, "dlcache: --chunk-size '%s' is not a size of at least 4K; write e.g. --chunk-size 256M.\n", optarg);
+				return 1;
+			}
+			break;
+		case 't':
+			errno = 0;
+			options.crawl_threads = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || options.crawl_threads < 1 || options.crawl_threads > 256) {
+				fprintf(stderr, "dlcache: --threads '%s' is not a number from 1 to 256; pick one such as 16.\n", optarg);
+				return 1;
+			}
+			break;
+		case 'h':
+			pack_usage(stdout);
+			return 0;
+		default:
+			pack_usage(stderr);
+			return 1;
+		}
+	}
+	if (optind + 2 != argc) {
+		fprintf(stderr, "dlcache: pack needs a SOURCE and a DEST directory; usage: dlcache pack SOURCE DEST [--chunk-size SIZE].\n");
+		return 1;
+	}
+	sigemptyset(&action.sa_mask);
+	sigaction(SIGINT, &action, NULL);
+	sigaction(SIGTERM, &action, NULL);
+	sigaction(SIGHUP, &action, NULL);
+	rc = dlc_pack(argv[optind], argv[optind + 1], &options, &result, &cause);
+	if (rc < 0) {
+		print_cause("cannot pack", cause, rc);
+		return rc == -EINTR ? 130 : 1;
+	}
+	printf("%s: %llu files (%llu bytes) in %u chunks, snapshot %s/%s\n", argv[optind + 1],
+	       (unsigned long long)result.files, (unsigned long long)result.bytes, result.chunks,
+	       argv[optind + 1], DLC_SNAPSHOT_PACKED_NAME);
+	return 0;
+}
+
 static int cmd_stat(int argc, char **argv)
 {
 	bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
@@ -395,6 +477,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
 		"       dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		"       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
+		"       dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
 		"       dlcache stat MOUNT [--json]\n"
 		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
@@ -418,6 +502,8 @@ int main(int argc, char **argv)
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stat") == 0)
 		return cmd_stat(argc - 1, argv + 1);
+	if (strcmp(argv[1], "pack") == 0)
+		return cmd_pack(argc - 1, argv + 1);
 	if (strcmp(argv[1], "simulate") == 0)
 		return dlc_simulate_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
@@ -428,6 +514,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, stat or simulate (see dlcache --help).\n", argv[1]);
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat or simulate (see dlcache --help).\n", argv[1]);
 	return 1;
 }

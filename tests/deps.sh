@@ -17,5 +17,5 @@ dlc_install_packages() {
 }
 
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev check)
+	libsqlite3-dev libxxhash-dev libarchive-dev check)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)

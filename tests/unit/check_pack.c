@@ -1,6 +1,8 @@
 /*
  * check_pack.c - packed datasets: the packed snapshot layout (written with
- * the snapshot writer, loaded, queried, refused when damaged).
+ * the snapshot writer, loaded, queried, refused when damaged) and dlcache
+ * pack (offsets and hashes checked against the chunks it wrote, the chunk
+ * rules, what it refuses, what it leaves when stopped).
  *
  * Every test gets a fresh temporary directory; the files it writes are
  * checked against the rules a mount relies on: every member's bytes are at
@@ -19,6 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "dlcache/pack.h"
 #include "dlcache/snapshot.h"
 
 static char tmp_dir[PATH_MAX];
@@ -230,6 +233,284 @@ START_TEST(test_aborted_writer_leaves_nothing)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * dlcache pack.
+ */
+
+#define CHUNK_SIZE (64 * 1024)
+#define BIG_SIZE (200 * 1024)   /* larger than a chunk: a chunk of its own */
+
+static void write_file(const char *dir, const char *relative, size_t size, unsigned seed)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	format_path(path, "%s/%s", dir, relative);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	for (size_t i = 0; i < size; i++)
+		fputc((int)((i * 131 + seed * 7 + (i >> 8)) & 0xff), f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void make_dir(const char *dir, const char *relative)
+{
+	char path[PATH_MAX];
+
+	format_path(path, "%s/%s", dir, relative);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+}
+
+/* A tree with classes of small files, odd names, a long name, a link, a big file. */
+static void make_source(const char *src)
+{
+	char name[PATH_MAX], path[PATH_MAX];
+
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	make_dir(src, "train");
+	for (int c = 0; c < 4; c++) {
+		format_path(name, "train/class %d", c);
+		make_dir(src, name);
+		for (int i = 0; i < 12; i++) {
+			format_path(name, "train/class %d/sample_%02d.JPEG", c, i);
+			write_file(src, name, (size_t)(1000 + 997 * i + 13 * c), (unsigned)(c * 100 + i));
+		}
+	}
+	make_dir(src, "caf\xc3\xa9 \xe2\x98\x95");
+	write_file(src, "caf\xc3\xa9 \xe2\x98\x95/na\xc3\xafve file.txt", 17, 1);
+	format_path(name, "train/%0150d.bin", 7);      /* too long for a ustar name */
+	write_file(src, name, 333, 2);
+	write_file(src, "empty.dat", 0, 3);
+	write_file(src, "big.bin", BIG_SIZE, 4);
+	make_dir(src, "empty dir");
+	format_path(path, "%s/link", src);
+	ck_assert_int_eq(symlink("train/class 0/sample_00.JPEG", path), 0);
+}
+
+static unsigned char *read_whole(const char *path, size_t *size)
+{
+	struct stat st;
+	unsigned char *data;
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	data = malloc((size_t)st.st_size + 1);
+	ck_assert_ptr_nonnull(data);
+	ck_assert_int_eq(pread(fd, data, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	*size = (size_t)st.st_size;
+	return data;
+}
+
+static void pack_ok(const char *src, const char *dst, struct dlc_pack_result *result)
+{
+	struct dlc_pack_options options = { .chunk_size = CHUNK_SIZE };
+	char *cause = NULL;
+	int rc = dlc_pack(src, dst, &options, result, &cause);
+
+	ck_assert_msg(rc == 0, "pack: %d %s", rc, cause ? cause : "");
+	ck_assert_ptr_null(cause);
+}
+
+START_TEST(test_pack_puts_every_file_at_its_recorded_offset)
+{
+	struct dlc_pack_result result;
+	struct dlc_snapshot *snap = NULL;
+	char src[PATH_MAX], dst[PATH_MAX], file[PATH_MAX], path[PATH_MAX];
+	char *cause = NULL;
+	uint32_t last_chunk = 0, big_chunk = UINT32_MAX;
+	uint64_t last_offset = 0, files = 0;
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(dst, "%s/packed", tmp_dir);
+	make_source(src);
+	pack_ok(src, dst, &result);
+	format_path(file, "%s/%s", dst, DLC_SNAPSHOT_PACKED_NAME);
+	ck_assert_int_eq(dlc_snapshot_load(file, &snap, &cause), 0);
+	ck_assert(dlc_snapshot_packed(snap));
+	ck_assert_uint_eq(result.entries, dlc_snapshot_count(snap));
+	ck_assert_uint_eq(result.chunks, dlc_snapshot_chunk_count(snap));
+	ck_assert_uint_gt(result.chunks, 3);
+	ck_assert_str_eq(dlc_snapshot_source(snap), dst);
+
+	for (uint64_t ino = 1; ino <= dlc_snapshot_count(snap); ino++) {
+		const struct dlc_node *node = dlc_snapshot_node(snap, ino);
+		struct dlc_snapshot_member member;
+		unsigned char *chunk, *original;
+		size_t chunk_len, original_len;
+
+		if (!S_ISREG(node->mode))
+			continue;
+		files++;
+		ck_assert_int_eq(dlc_snapshot_chunk(snap, ino, &member), 0);
+		/* Members follow inode order: (chunk, offset) only grows. */
+		ck_assert(member.chunk > last_chunk ||
+			  (member.chunk == last_chunk && member.offset >= last_offset));
+		last_chunk = member.chunk;
+		last_offset = member.offset + node->size;
+		ck_assert_int_eq(dlc_snapshot_path(snap, ino, path, sizeof(path)), 0);
+		format_path(file, "%s/%s", src, path);
+		original = read_whole(file, &original_len);
+		ck_assert_uint_eq(original_len, node->size);
+		format_path(file, "%s/%s", dst, member.chunk_path);
+		chunk = read_whole(file, &chunk_len);
+		ck_assert_uint_eq(chunk_len, dlc_snapshot_chunk_size(snap, member.chunk));
+		ck_assert_uint_le(member.offset + node->size, chunk_len);
+		ck_assert_msg(memcmp(chunk + member.offset, original, node->size) == 0,
+			      "%s is not at offset %llu of %s", path,
+			      (unsigned long long)member.offset, member.chunk_path);
+		ck_assert_uint_eq(member.hash, XXH3_64bits(original, original_len));
+		if (strcmp(path, "big.bin") == 0)
+			big_chunk = member.chunk;
+		free(chunk);
+		free(original);
+	}
+	ck_assert_uint_eq(files, result.files);
+	ck_assert_uint_eq(files, 4 * 12 + 4);
+	/* The big file has a chunk of its own; every other chunk stays within the size. */
+	ck_assert_uint_ne(big_chunk, UINT32_MAX);
+	for (uint64_t ino = 1; ino <= dlc_snapshot_count(snap); ino++) {
+		struct dlc_snapshot_member member;
+
+		if (dlc_snapshot_chunk(snap, ino, &member) == 0 && member.chunk == big_chunk)
+			ck_assert_uint_eq(dlc_snapshot_node(snap, ino)->size, BIG_SIZE);
+	}
+	for (uint32_t c = 0; c < dlc_snapshot_chunk_count(snap); c++) {
+		if (c != big_chunk)
+			ck_assert_uint_le(dlc_snapshot_chunk_size(snap, c), CHUNK_SIZE);
+	}
+	dlc_snapshot_free(snap);
+}
+END_TEST
+
+/* The mount reads names and attributes from the snapshot: the same as a crawl's. */
+START_TEST(test_packed_tree_is_the_crawled_tree)
+{
+	struct dlc_backend *backend = NULL;
+	struct dlc_snapshot *packed = NULL, *crawled = NULL;
+	char src[PATH_MAX], dst[PATH_MAX], file[PATH_MAX];
+	char *cause = NULL;
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(dst, "%s/packed", tmp_dir);
+	make_source(src);
+	pack_ok(src, dst, NULL);
+	format_path(file, "%s/%s", dst, DLC_SNAPSHOT_PACKED_NAME);
+	ck_assert_int_eq(dlc_snapshot_load(file, &packed, &cause), 0);
+	format_path(file, "%s/tree.db", tmp_dir);
+	ck_assert_int_eq(dlc_backend_create(src, NULL, &backend, &cause), 0);
+	ck_assert_int_eq(dlc_snapshot_build(backend, file, NULL, NULL, &cause), 0);
+	ck_assert_int_eq(dlc_snapshot_load(file, &crawled, &cause), 0);
+	ck_assert_uint_eq(dlc_snapshot_id(packed), dlc_snapshot_id(crawled));
+	dlc_snapshot_free(packed);
+	dlc_snapshot_free(crawled);
+	dlc_backend_destroy(backend);
+}
+END_TEST
+
+START_TEST(test_pack_of_an_empty_tree)
+{
+	struct dlc_pack_result result;
+	struct dlc_snapshot *snap = NULL;
+	char src[PATH_MAX], dst[PATH_MAX], file[PATH_MAX];
+	char *cause = NULL, *text = NULL;
+	size_t len = 1;
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(dst, "%s/packed", tmp_dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	pack_ok(src, dst, &result);
+	ck_assert_uint_eq(result.chunks, 0);
+	ck_assert_uint_eq(result.files, 0);
+	format_path(file, "%s/%s", dst, DLC_SNAPSHOT_PACKED_NAME);
+	ck_assert_int_eq(dlc_snapshot_load(file, &snap, &cause), 0);
+	ck_assert(dlc_snapshot_packed(snap));
+	ck_assert_uint_eq(dlc_snapshot_count(snap), 1);
+	ck_assert_int_eq(dlc_snapshot_render_chunks(snap, &text, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	dlc_snapshot_free(snap);
+}
+END_TEST
+
+static void expect_pack_error(const char *src, const char *dst, int expected, const char *phrase)
+{
+	struct dlc_pack_options options = { .chunk_size = CHUNK_SIZE };
+	char *cause = NULL;
+
+	ck_assert_int_eq(dlc_pack(src, dst, &options, NULL, &cause), expected);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, phrase), "cause '%s' lacks '%s'", cause, phrase);
+	free(cause);
+}
+
+START_TEST(test_pack_refuses_what_it_would_damage)
+{
+	char src[PATH_MAX], dst[PATH_MAX], path[PATH_MAX];
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(dst, "%s/packed", tmp_dir);
+	make_source(src);
+	format_path(path, "%s/inside", src);
+	expect_pack_error(src, path, -EINVAL, "inside the source");
+	ck_assert_int_eq(access(path, F_OK), -1);     /* not even created */
+	expect_pack_error(src, src, -EINVAL, "inside the source");
+	expect_pack_error(src, tmp_dir, -EINVAL, "the source");
+	format_path(path, "%s/missing", tmp_dir);
+	expect_pack_error(path, dst, -ENOENT, "cannot be opened");
+
+	ck_assert_int_eq(mkdir(dst, 0755), 0);
+	write_file(dst, "notes.txt", 3, 0);
+	expect_pack_error(src, dst, -ENOTEMPTY, "is not empty (it holds 'notes.txt')");
+	format_path(path, "%s/notes.txt", dst);
+	ck_assert_int_eq(access(path, F_OK), 0);       /* nothing of it was removed */
+	unlink(path);
+	pack_ok(src, dst, NULL);
+	expect_pack_error(src, dst, -EEXIST, "holds a finished pack already");
+}
+END_TEST
+
+/* What a killed pack leaves (temporaries, even renamed chunks, never the
+ * snapshot) does not stop the next pack into the same directory. */
+START_TEST(test_pack_replaces_what_an_interrupted_pack_left)
+{
+	struct dlc_pack_result result;
+	char src[PATH_MAX], dst[PATH_MAX];
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(dst, "%s/packed", tmp_dir);
+	make_source(src);
+	ck_assert_int_eq(mkdir(dst, 0755), 0);
+	write_file(dst, "chunk-000000.tar.tmp", 100, 0);
+	write_file(dst, "chunk-000007.tar", 100, 0);
+	write_file(dst, "dlcache.snapshot.tmp", 100, 0);
+	write_file(dst, ".dlcache-crawl.db", 100, 0);
+	pack_ok(src, dst, &result);
+	format_path(src, "%s/chunk-000007.tar", dst);
+	ck_assert_int_eq(access(src, F_OK), result.chunks > 7 ? 0 : -1);
+	format_path(src, "%s/dlcache.snapshot.tmp", dst);
+	ck_assert_int_eq(access(src, F_OK), -1);
+}
+END_TEST
+
+START_TEST(test_stopped_pack_leaves_nothing)
+{
+	static volatile sig_atomic_t stop = 1;
+	struct dlc_pack_options options = { .chunk_size = CHUNK_SIZE, .stop = &stop };
+	char src[PATH_MAX], dst[PATH_MAX], command[3 * PATH_MAX];
+	char *cause = NULL;
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(dst, "%s/packed", tmp_dir);
+	make_source(src);
+	ck_assert_int_eq(dlc_pack(src, dst, &options, NULL, &cause), -EINTR);
+	ck_assert_ptr_nonnull(strstr(cause, "interrupted"));
+	free(cause);
+	snprintf(command, sizeof(command), "test -z \"$(ls -A '%s')\"", dst);
+	ck_assert_msg(system(command) == 0, "the stopped pack left files in %s", dst);
+}
+END_TEST
+
 static Suite *pack_suite(void)
 {
 	Suite *s = suite_create("pack");
@@ -242,6 +523,17 @@ static Suite *pack_suite(void)
 			    (int)(sizeof(damages) / sizeof(damages[0])));
 	tcase_add_test(tc, test_tree_writer_has_no_chunks);
 	tcase_add_test(tc, test_aborted_writer_leaves_nothing);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("pack");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_pack_puts_every_file_at_its_recorded_offset);
+	tcase_add_test(tc, test_packed_tree_is_the_crawled_tree);
+	tcase_add_test(tc, test_pack_of_an_empty_tree);
+	tcase_add_test(tc, test_pack_refuses_what_it_would_damage);
+	tcase_add_test(tc, test_pack_replaces_what_an_interrupted_pack_left);
+	tcase_add_test(tc, test_stopped_pack_leaves_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -29,6 +29,7 @@
 
 #include "dlcache/backend.h"
 #include "dlcache/cache.h"
+#include "dlcache/cause.h"
 #include "dlcache/fetch.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
@@ -106,6 +107,15 @@ static void detach(int ready_fd, enum dlc_log_level level)
 	close(ready_fd);
 }
 
+/* Whether the snapshot is SOURCE/dlcache.snapshot (a packed source's own). */
+static bool snapshot_in_source(const struct dlc_options *opts)
+{
+	size_t len = strlen(opts->source);
+
+	return strncmp(opts->snapshot, opts->source, len) == 0 && opts->snapshot[len] == '/' &&
+	       strcmp(opts->snapshot + len + 1, DLC_SNAPSHOT_PACKED_NAME) == 0;
+}
+
 static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend,
 			   struct dlc_snapshot **snapshot, char **cause)
 {
@@ -116,6 +126,11 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 	uint64_t entries;
 	int rc;
 
+	if (opts->refresh && dlc_snapshot_file_is_packed(opts->snapshot)) {
+		dlc_cause_set(cause, "snapshot %s is a packed dataset's, and refresh would replace it with a crawl of the chunks; drop refresh, or run dlcache pack or dlcache snapshot --tar again",
+			      opts->snapshot);
+		return -EINVAL;
+	}
 	if (opts->refresh || access(opts->snapshot, F_OK) < 0) {
 		dlc_log(DLC_LOG_INFO, "building the snapshot of %s in %s", opts->source, opts->snapshot);
 		rc = dlc_snapshot_build(backend, opts->snapshot, &build, &entries, cause);
@@ -126,7 +141,9 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 	rc = dlc_snapshot_load(opts->snapshot, snapshot, cause);
 	if (rc < 0)
 		return rc;
-	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0)
+	/* A packed directory carries its snapshot and may be copied anywhere. */
+	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0 &&
+	    !snapshot_in_source(opts))
 		dlc_log(DLC_LOG_WARNING, "snapshot %s was built from %s, mounted from %s",
 			opts->snapshot, dlc_snapshot_source(*snapshot), opts->source);
 	/* From here on, the stats count what the mount itself asks of the source. */
@@ -247,7 +264,8 @@ static int cmd_mount(int argc, char **argv)
 			    &cache, &cause);
 	if (rc < 0)
 		goto out;
-	fetch = dlc_fetch_create(backend, snapshot, cache, &stats, opts.cache_max_file);
+	fetch = dlc_fetch_create_packed(backend, snapshot, cache, &stats, opts.cache_max_file,
+					opts.chunk_fetch);
 	if (!fetch) {
 		rc = -ENOMEM;
 		goto out;

@@ -2,13 +2,15 @@
  * check_pack.c - packed datasets: the packed snapshot layout (written with
  * the snapshot writer, loaded, queried, refused when damaged) and dlcache
  * pack (offsets and hashes checked against the chunks it wrote, the chunk
- * rules, what it refuses, what it leaves when stopped).
+ * rules, what it refuses, what it leaves when stopped), and the chunk reader
+ * of the read path (checked reads, damage, whole-chunk passes, threads).
  *
  * Every test gets a fresh temporary directory; the files it writes are
  * checked against the rules a mount relies on: every member's bytes are at
  * its recorded offset in its chunk, with its recorded xxh3.
  */
 #include <check.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "dlcache/chunks.h"
 #include "dlcache/pack.h"
 #include "dlcache/snapshot.h"
 
@@ -511,6 +514,279 @@ START_TEST(test_stopped_pack_leaves_nothing)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * The chunk reader.
+ */
+
+struct packed_fixture {
+	char src[PATH_MAX];
+	char dst[PATH_MAX];
+	struct dlc_snapshot *snap;
+	struct dlc_backend *backend;
+	struct dlc_stats stats;
+};
+
+static void packed_open(struct packed_fixture *f)
+{
+	char file[PATH_MAX];
+	char *cause = NULL;
+
+	format_path(f->src, "%s/src", tmp_dir);
+	format_path(f->dst, "%s/packed", tmp_dir);
+	make_source(f->src);
+	pack_ok(f->src, f->dst, NULL);
+	format_path(file, "%s/%s", f->dst, DLC_SNAPSHOT_PACKED_NAME);
+	ck_assert_int_eq(dlc_snapshot_load(file, &f->snap, &cause), 0);
+	ck_assert_int_eq(dlc_backend_create(f->dst, NULL, &f->backend, &cause), 0);
+	dlc_stats_init(&f->stats);
+}
+
+static void packed_close(struct packed_fixture *f)
+{
+	dlc_snapshot_free(f->snap);
+	dlc_backend_destroy(f->backend);
+	dlc_stats_destroy(&f->stats);
+}
+
+/* The source bytes of ino, malloc'd. */
+static unsigned char *original_of(struct packed_fixture *f, uint64_t ino)
+{
+	char path[PATH_MAX], file[PATH_MAX];
+	size_t len;
+
+	ck_assert_int_eq(dlc_snapshot_path(f->snap, ino, path, sizeof(path)), 0);
+	format_path(file, "%s/%s", f->src, path);
+	return read_whole(file, &len);
+}
+
+static uint64_t ino_of(struct packed_fixture *f, const char *path)
+{
+	uint64_t ino = dlc_snapshot_resolve(f->snap, path);
+
+	ck_assert_uint_ne(ino, 0);
+	return ino;
+}
+
+START_TEST(test_chunks_read_every_file_with_one_open_per_chunk)
+{
+	struct packed_fixture f;
+	struct dlc_chunks *chunks;
+	uint64_t files = 0;
+
+	packed_open(&f);
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, false, UINT64_MAX, &chunks), 0);
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t ino = 1; ino <= dlc_snapshot_count(f.snap); ino++) {
+			const struct dlc_node *node = dlc_snapshot_node(f.snap, ino);
+			unsigned char *buf, *original;
+
+			if (!S_ISREG(node->mode)) {
+				ck_assert_int_eq(dlc_chunks_read_file(chunks, (uint32_t)ino, NULL, 0), -ENOENT);
+				continue;
+			}
+			buf = malloc(node->size + 1);
+			original = original_of(&f, ino);
+			ck_assert_int_eq(dlc_chunks_read_file(chunks, (uint32_t)ino, buf, node->size), 0);
+			ck_assert(memcmp(buf, original, node->size) == 0);
+			free(buf);
+			free(original);
+			files++;
+		}
+	}
+	ck_assert_uint_eq(atomic_load(&f.backend->calls[DLC_BACKEND_OPEN]),
+			  dlc_snapshot_chunk_count(f.snap));
+	ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_REMOTE_ERRORS), 0);
+	ck_assert_uint_gt(files, 0);
+	dlc_chunks_free(chunks);
+	ck_assert_uint_eq(atomic_load(&f.backend->calls[DLC_BACKEND_CLOSE]),
+			  dlc_snapshot_chunk_count(f.snap));
+	packed_close(&f);
+}
+END_TEST
+
+START_TEST(test_chunks_range_reads_stop_at_the_file)
+{
+	struct packed_fixture f;
+	struct dlc_chunks *chunks;
+	unsigned char buf[4096], *original;
+	uint64_t ino;
+
+	packed_open(&f);
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, false, UINT64_MAX, &chunks), 0);
+	ino = ino_of(&f, "big.bin");
+	original = original_of(&f, ino);
+	ck_assert_int_eq(dlc_chunks_read_range(chunks, (uint32_t)ino, buf, 100, 5000), 100);
+	ck_assert(memcmp(buf, original + 5000, 100) == 0);
+	ck_assert_int_eq(dlc_chunks_read_range(chunks, (uint32_t)ino, buf, sizeof(buf), BIG_SIZE - 10), 10);
+	ck_assert(memcmp(buf, original + BIG_SIZE - 10, 10) == 0);
+	ck_assert_int_eq(dlc_chunks_read_range(chunks, (uint32_t)ino, buf, sizeof(buf), BIG_SIZE), 0);
+	free(original);
+	dlc_chunks_free(chunks);
+	packed_close(&f);
+}
+END_TEST
+
+/* Flips one byte of file path's bytes inside its chunk. */
+static void flip_byte(struct packed_fixture *f, uint64_t ino, uint64_t at)
+{
+	struct dlc_snapshot_member member;
+	char file[PATH_MAX];
+	unsigned char byte;
+	int fd;
+
+	ck_assert_int_eq(dlc_snapshot_chunk(f->snap, ino, &member), 0);
+	format_path(file, "%s/%s", f->dst, member.chunk_path);
+	fd = open(file, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &byte, 1, (off_t)(member.offset + at)), 1);
+	byte ^= 0x5a;
+	ck_assert_int_eq(pwrite(fd, &byte, 1, (off_t)(member.offset + at)), 1);
+	close(fd);
+}
+
+START_TEST(test_chunks_damage_fails_only_the_damaged_file)
+{
+	struct packed_fixture f;
+	struct dlc_chunks *chunks;
+	struct dlc_snapshot_member damaged, neighbour;
+	uint64_t victim, other;
+	unsigned char buf[BIG_SIZE];
+
+	packed_open(&f);
+	victim = ino_of(&f, "train/class 1/sample_03.JPEG");
+	other = ino_of(&f, "train/class 1/sample_04.JPEG");
+	ck_assert_int_eq(dlc_snapshot_chunk(f.snap, victim, &damaged), 0);
+	ck_assert_int_eq(dlc_snapshot_chunk(f.snap, other, &neighbour), 0);
+	ck_assert_uint_eq(damaged.chunk, neighbour.chunk);
+	flip_byte(&f, victim, 7);
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, false, UINT64_MAX, &chunks), 0);
+	ck_assert_int_eq(dlc_chunks_read_file(chunks, (uint32_t)victim, buf,
+					      dlc_snapshot_node(f.snap, victim)->size), -EIO);
+	ck_assert_int_eq(dlc_chunks_read_file(chunks, (uint32_t)other, buf,
+					      dlc_snapshot_node(f.snap, other)->size), 0);
+	ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_REMOTE_ERRORS), 1);
+	dlc_chunks_free(chunks);
+	packed_close(&f);
+}
+END_TEST
+
+struct handed {
+	struct packed_fixture *f;
+	unsigned count[1024];
+	unsigned total;
+	bool bytes_ok;
+};
+
+static void count_member(void *arg, uint32_t ino, const void *data, uint64_t size)
+{
+	struct handed *handed = arg;
+	unsigned char *original = original_of(handed->f, ino);
+
+	ck_assert_uint_lt(ino, 1024);
+	handed->count[ino]++;
+	handed->total++;
+	if (memcmp(original, data, size) != 0)
+		handed->bytes_ok = false;
+	free(original);
+}
+
+START_TEST(test_chunks_whole_pass_hands_every_member_once)
+{
+	static struct handed handed;
+	struct packed_fixture f;
+	struct dlc_chunks *chunks;
+	struct dlc_snapshot_member asked, member;
+	unsigned char buf[BIG_SIZE], *original;
+	uint64_t ino, in_chunk = 0, big;
+
+	packed_open(&f);
+	handed = (struct handed){ .f = &f, .bytes_ok = true };
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, true, BIG_SIZE - 1, &chunks), 0);
+	ino = ino_of(&f, "train/class 2/sample_05.JPEG");
+	ck_assert_int_eq(dlc_snapshot_chunk(f.snap, ino, &asked), 0);
+	ck_assert_int_eq(dlc_chunks_read_whole(chunks, (uint32_t)ino, buf,
+					       dlc_snapshot_node(f.snap, ino)->size,
+					       count_member, &handed), 0);
+	original = original_of(&f, ino);
+	ck_assert(memcmp(buf, original, dlc_snapshot_node(f.snap, ino)->size) == 0);
+	free(original);
+	for (uint64_t i = 1; i <= dlc_snapshot_count(f.snap); i++) {
+		if (dlc_snapshot_chunk(f.snap, i, &member) == 0 && member.chunk == asked.chunk) {
+			ck_assert_uint_eq(handed.count[i], 1);
+			in_chunk++;
+		}
+	}
+	ck_assert_uint_eq(handed.total, in_chunk);
+	ck_assert(handed.bytes_ok);
+	ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_CHUNK_READS), 1);
+	ck_assert_uint_eq(atomic_load(&f.backend->calls[DLC_BACKEND_READ]), 1);
+	/* A chunk is read whole once per mount. */
+	ck_assert_int_eq(dlc_chunks_read_whole(chunks, (uint32_t)ino, buf,
+					       dlc_snapshot_node(f.snap, ino)->size,
+					       count_member, &handed), -EAGAIN);
+	ck_assert_uint_eq(handed.total, in_chunk);
+	/* Files above max_file are skipped: the big file's chunk hands nothing. */
+	big = ino_of(&f, "big.bin");
+	ck_assert_int_eq(dlc_chunks_read_whole(chunks, (uint32_t)big, buf, BIG_SIZE, count_member,
+					       &handed), -EAGAIN);
+	ck_assert_uint_eq(handed.total, in_chunk);
+	dlc_chunks_free(chunks);
+	packed_close(&f);
+}
+END_TEST
+
+/* Readers on many threads share the chunk handles (pread is thread-safe). */
+struct reader_arg {
+	struct packed_fixture *f;
+	struct dlc_chunks *chunks;
+	unsigned seed;
+	int failures;
+};
+
+static void *reader(void *arg)
+{
+	struct reader_arg *r = arg;
+	uint32_t count = dlc_snapshot_count(r->f->snap);
+
+	for (int i = 0; i < 300; i++) {
+		uint64_t ino = (uint64_t)(rand_r(&r->seed) % count) + 1;
+		const struct dlc_node *node = dlc_snapshot_node(r->f->snap, ino);
+		unsigned char *buf;
+
+		if (!S_ISREG(node->mode))
+			continue;
+		buf = malloc(node->size + 1);
+		if (dlc_chunks_read_file(r->chunks, (uint32_t)ino, buf, node->size) != 0)
+			r->failures++;
+		free(buf);
+	}
+	return NULL;
+}
+
+START_TEST(test_chunks_serve_many_threads)
+{
+	struct packed_fixture f;
+	struct dlc_chunks *chunks;
+	struct reader_arg args[8];
+	pthread_t threads[8];
+
+	packed_open(&f);
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, false, UINT64_MAX, &chunks), 0);
+	for (int i = 0; i < 8; i++) {
+		args[i] = (struct reader_arg){ &f, chunks, (unsigned)i + 1, 0 };
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, reader, &args[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(threads[i], NULL);
+		ck_assert_int_eq(args[i].failures, 0);
+	}
+	ck_assert_uint_le(atomic_load(&f.backend->calls[DLC_BACKEND_OPEN]),
+			  dlc_snapshot_chunk_count(f.snap));
+	dlc_chunks_free(chunks);
+	packed_close(&f);
+}
+END_TEST
+
 static Suite *pack_suite(void)
 {
 	Suite *s = suite_create("pack");
@@ -534,6 +810,16 @@ static Suite *pack_suite(void)
 	tcase_add_test(tc, test_pack_refuses_what_it_would_damage);
 	tcase_add_test(tc, test_pack_replaces_what_an_interrupted_pack_left);
 	tcase_add_test(tc, test_stopped_pack_leaves_nothing);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("chunks");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_chunks_read_every_file_with_one_open_per_chunk);
+	tcase_add_test(tc, test_chunks_range_reads_stop_at_the_file);
+	tcase_add_test(tc, test_chunks_damage_fails_only_the_damaged_file);
+	tcase_add_test(tc, test_chunks_whole_pass_hands_every_member_once);
+	tcase_add_test(tc, test_chunks_serve_many_threads);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -316,8 +316,46 @@ out:
 static void snapshot_usage(FILE *out)
 {
 	fprintf(out, "usage: dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		     "       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		     "Crawls SOURCE in parallel and writes its metadata snapshot to FILE;\n"
-		     "mount with -o snapshot=FILE to use it.\n");
+		     "mount with -o snapshot=FILE to use it.  With --tar, indexes the members\n"
+		     "of every *.tar file under SOURCE (each shard's under its name without\n"
+		     ".tar, or all in one tree with --merge) into FILE, by default\n"
+		     "SOURCE/" DLC_SNAPSHOT_PACKED_NAME ", which makes SOURCE mount as that tree.\n");
+}
+
+/* dlcache snapshot --tar SOURCE [FILE]: the index of existing shards. */
+static int snapshot_tar(const char *source, const char *output, bool merge)
+{
+	struct dlc_snapshot_tar_options options = {
+		.merge = merge,
+		.progress = isatty(STDERR_FILENO),
+	};
+	struct dlc_snapshot_tar_result result;
+	struct dlc_backend *backend = NULL;
+	char *cause = NULL, *real = realpath(source, NULL), *file = NULL;
+	int rc;
+
+	if (!real) {
+		fprintf(stderr, "dlcache: cannot open '%s': %s; give the directory that holds the shards.\n",
+			source, strerror(errno));
+		return 1;
+	}
+	if (!output && asprintf(&file, "%s/%s", real, DLC_SNAPSHOT_PACKED_NAME) < 0)
+		file = NULL;
+	rc = dlc_backend_create(real, NULL, &backend, &cause);
+	if (rc == 0)
+		rc = dlc_snapshot_index_tar(backend, output ? output : file, &options, &result, &cause);
+	if (rc < 0)
+		print_cause("cannot index the shards", cause, rc);
+	else
+		printf("%s: %llu entries (%llu files) from %u shards in %s\n", output ? output : file,
+		       (unsigned long long)result.entries, (unsigned long long)result.files,
+		       result.shards, real);
+	dlc_backend_destroy(backend);
+	free(file);
+	free(real);
+	return rc < 0 ? 1 : 0;
 }
 
 static int cmd_snapshot(int argc, char **argv)
@@ -325,9 +363,12 @@ static int cmd_snapshot(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "tar", no_argument, NULL, 'T' },
+		{ "merge", no_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool tar = false, merge = false;
 	struct dlc_snapshot_build_options build = {
 		.threads = DLC_DEFAULT_CRAWL_THREADS,
 		.progress = isatty(STDERR_FILENO),
@@ -352,6 +393,12 @@ static int cmd_snapshot(int argc, char **argv)
 				return 1;
 			}
 			break;
+		case 'T':
+			tar = true;
+			break;
+		case 'm':
+			merge = true;
+			break;
 		case 'h':
 			snapshot_usage(stdout);
 			return 0;
@@ -359,6 +406,17 @@ static int cmd_snapshot(int argc, char **argv)
 			snapshot_usage(stderr);
 			return 1;
 		}
+	}
+	if (tar) {
+		if (optind + 1 > argc || optind + 2 < argc || (output && optind + 2 == argc)) {
+			fprintf(stderr, "dlcache: snapshot --tar needs one SOURCE and at most one FILE; usage: dlcache snapshot --tar SOURCE [FILE] [--merge].\n");
+			return 1;
+		}
+		return snapshot_tar(argv[optind], output ? output : argv[optind + 1], merge);
+	}
+	if (merge) {
+		fprintf(stderr, "dlcache: --merge goes with --tar; usage: dlcache snapshot --tar SOURCE [FILE] --merge.\n");
+		return 1;
 	}
 	if (optind + 1 != argc || !output) {
 		fprintf(stderr, "dlcache: snapshot needs one SOURCE and -o FILE; usage: dlcache snapshot SOURCE -o FILE.\n");

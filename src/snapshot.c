@@ -3,7 +3,7 @@
  * an immutable index and answers lookups, path resolution and paths from it.
  * The file is crawled by snapshot_build.c and written by snapshot_write.c;
  * what only packed snapshots have (chunks, where each file lies) is loaded
- * with the help of snapshot_tar.c into an array of its own, so a tree
+ * with the help of snapshot_packed.c into an array of its own, so a tree
  * snapshot pays nothing for it.  snapshot_private.h holds what they share.
  *
  * Load.  One SELECT in inode order fills one array of struct dlc_node

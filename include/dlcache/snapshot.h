@@ -165,6 +165,34 @@ int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text,
 /* Whether file holds a packed snapshot (false when it cannot be read). */
 bool dlc_snapshot_file_is_packed(const char *file);
 
+/*
+ * dlcache snapshot --tar: indexes existing tar shards in place.  Every
+ * regular file under the backend's root whose name ends in ".tar" is a
+ * chunk (in path order); its members (regular files, directories, symbolic
+ * links, hard links to earlier members; other kinds are skipped) become the
+ * tree.  By default each shard's members appear under the shard's own path
+ * without ".tar" (shards/train-0001.tar holds shards/train-0001/...); with
+ * merge, the members of all shards form one tree from the root.  A path
+ * that two members claim (unless both are directories) is refused, as are
+ * compressed or unreadable shards, sparse members and ".." in a name.
+ * Each member's bytes are read once, to record their xxh3.  Writes a packed
+ * snapshot to file; 0 or -errno with *cause.
+ */
+struct dlc_snapshot_tar_options {
+	bool merge;                 /* one tree from all shards, not one directory per shard */
+	bool progress;              /* "\rindexed ..." lines on stderr */
+};
+
+struct dlc_snapshot_tar_result {
+	uint64_t entries;           /* snapshot entries, root included */
+	uint64_t files;             /* regular files */
+	uint32_t shards;
+};
+
+int dlc_snapshot_index_tar(struct dlc_backend *backend, const char *file,
+			   const struct dlc_snapshot_tar_options *options,
+			   struct dlc_snapshot_tar_result *result, char **cause);
+
 /* ------------------------------------------------------------------------
  * Writing a snapshot file row by row (the crawl, dlcache pack and the tar
  * index all write through this).  Rows are added in inode order, the root

@@ -277,6 +277,44 @@ test_refresh_of_a_packed_source_is_refused() {
 		fail "the packed snapshot was touched"
 }
 
+test_snapshot_tar_over_gnu_tar_shards_mounts_with_the_right_bytes() {
+	local shards=$WORK/shards out
+	mkdir -p "$shards/part b"
+	# WebDataset-like shards, in GNU tar's own and pax formats.
+	tar --format=gnu -cf "$shards/shard-000000.tar" -C "$SRC/train" n00000000 n00000001
+	tar --format=gnu -cf "$shards/shard-000001.tar" -C "$SRC/train" n00000002 n00000003
+	tar --format=pax -cf "$shards/part b/shard-000002.tar" -C "$SRC/train" n00000004 n00000005
+	out=$("$DLCACHE" snapshot --tar "$shards" 2>&1) || fail "snapshot --tar: $out"
+	start_daemon_from "$shards"
+	expect_eq "shard 0" "$(compare_tree "$SRC/train/n00000001" "$MNT/shard-000000/n00000001")" 30
+	expect_eq "shard 1" "$(compare_tree "$SRC/train/n00000003" "$MNT/shard-000001/n00000003")" 30
+	expect_eq "shard 2" "$(compare_tree "$SRC/train/n00000005" "$MNT/part b/shard-000002/n00000005")" 30
+	expect_eq "top level" "$(ls "$MNT" | tr '\n' ' ')" "part b shard-000000 shard-000001 "
+	# Chunks are numbered in shard path order ("part b/..." first); .chunks
+	# follows the tree, where part b's files lie one level deeper.
+	expect_eq "chunks of .chunks" "$(cut -f1 "$MNT/.chunks" | uniq | tr '\n' ' ')" "1 2 0 "
+	expect_eq "files in .chunks" "$(wc -l <"$MNT/.chunks")" 180
+	stop_daemon
+	# --merge: the shards' members form one tree, the original train/.
+	rm -rf "$CACHE"
+	"$DLCACHE" snapshot --tar "$shards" "$WORK/merged.snapshot" --merge >/dev/null ||
+		fail "snapshot --tar --merge"
+	start_daemon_from "$shards" "snapshot=$WORK/merged.snapshot"
+	expect_eq "merged tree" "$(compare_tree "$SRC/train" "$MNT")" 180
+	# Tar records no size for directories: compare the files' lines.
+	expect_eq "merged listing" "$(listing "$MNT" | grep -v ' d$')" \
+		"$(listing "$SRC/train" | grep -v ' d$')"
+	stop_daemon
+	# The same member in two shards is refused when merging.
+	tar -cf "$shards/again.tar" -C "$SRC/train" n00000000
+	out=$("$DLCACHE" snapshot --tar "$shards" "$WORK/dup.snapshot" --merge 2>&1) &&
+		fail "a duplicate member was accepted"
+	echo "$out" | grep -q "appears in shards 'again.tar' and 'shard-000000.tar'" ||
+		fail "no sentence for the duplicate: $out"
+	[ -e "$WORK/dup.snapshot" ] && fail "a refused index left a snapshot"
+	return 0
+}
+
 # kill_pack_when FILE SIGNAL: starts a pack of a larger tree and sends SIGNAL
 # once FILE appears in its destination; prints the pack's exit status.
 kill_pack_when() {

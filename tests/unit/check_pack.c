@@ -2,8 +2,10 @@
  * check_pack.c - packed datasets: the packed snapshot layout (written with
  * the snapshot writer, loaded, queried, refused when damaged) and dlcache
  * pack (offsets and hashes checked against the chunks it wrote, the chunk
- * rules, what it refuses, what it leaves when stopped), and the chunk reader
- * of the read path (checked reads, damage, whole-chunk passes, threads).
+ * rules, what it refuses, what it leaves when stopped), the index of shards
+ * made by GNU tar (dlcache snapshot --tar: offsets checked against the
+ * shards, both layouts, what it refuses), and the chunk reader of the read
+ * path (checked reads, damage, whole-chunk passes, threads).
  *
  * Every test gets a fresh temporary directory; the files it writes are
  * checked against the rules a mount relies on: every member's bytes are at
@@ -787,6 +789,188 @@ START_TEST(test_chunks_serve_many_threads)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * dlcache snapshot --tar over shards made by GNU tar.
+ */
+
+/* Two shards of make_source's tree: gnu format (class 0 and 1, the link,
+ * the long name) and pax (the rest), plus a hard link and an empty file. */
+static void make_shards(const char *src, const char *shards)
+{
+	run("mkdir -p '%s/sub' && ln '%s/big.bin' '%s/big hard link'", shards, src, src);
+	run("cd '%s' && tar --format=gnu -cf '%s/one.tar' 'train/class 0' 'train/class 1' link "
+	    "train/$(printf '%%0150d' 7).bin 'big.bin' 'big hard link' empty.dat", src, shards);
+	run("cd '%s' && tar --format=pax -cf '%s/sub/two.tar' 'train/class 2' 'train/class 3' "
+	    "'caf\xc3\xa9 \xe2\x98\x95' 'empty dir'", src, shards);
+	run("echo 'not a shard' > '%s/notes.txt'", shards);
+}
+
+static struct dlc_snapshot *index_ok(const char *shards, bool merge,
+				     struct dlc_snapshot_tar_result *result)
+{
+	struct dlc_snapshot_tar_options options = { .merge = merge };
+	struct dlc_backend *backend = NULL;
+	struct dlc_snapshot *snap = NULL;
+	char file[PATH_MAX];
+	char *cause = NULL;
+	int rc;
+
+	format_path(file, "%s/%s", shards, DLC_SNAPSHOT_PACKED_NAME);
+	ck_assert_int_eq(dlc_backend_create(shards, NULL, &backend, &cause), 0);
+	rc = dlc_snapshot_index_tar(backend, file, &options, result, &cause);
+	ck_assert_msg(rc == 0, "index: %d %s", rc, cause ? cause : "");
+	dlc_backend_destroy(backend);
+	ck_assert_int_eq(dlc_snapshot_load(file, &snap, &cause), 0);
+	return snap;
+}
+
+/* Every file of snap is at its offset in its shard and equals the file of
+ * src at its path (without its shard's directory unless merged). */
+static uint64_t check_members(struct dlc_snapshot *snap, const char *shards, const char *src,
+			      bool merged)
+{
+	char path[PATH_MAX], file[PATH_MAX];
+	uint64_t files = 0;
+
+	for (uint64_t ino = 1; ino <= dlc_snapshot_count(snap); ino++) {
+		const struct dlc_node *node = dlc_snapshot_node(snap, ino);
+		struct dlc_snapshot_member member;
+		unsigned char *chunk, *original;
+		size_t chunk_len, original_len;
+		const char *relative;
+
+		if (!S_ISREG(node->mode))
+			continue;
+		ck_assert_int_eq(dlc_snapshot_chunk(snap, ino, &member), 0);
+		ck_assert_int_eq(dlc_snapshot_path(snap, ino, path, sizeof(path)), 0);
+		relative = path;
+		if (!merged) {
+			/* "sub/two.tar" holds "sub/two/...": strip as many components. */
+			for (const char *p = member.chunk_path; p; p = strchr(p + 1, '/'))
+				relative = strchr(relative, '/') + 1;
+		}
+		format_path(file, "%s/%s", src, relative);
+		original = read_whole(file, &original_len);
+		ck_assert_uint_eq(original_len, node->size);
+		format_path(file, "%s/%s", shards, member.chunk_path);
+		chunk = read_whole(file, &chunk_len);
+		ck_assert_uint_le(member.offset + node->size, chunk_len);
+		ck_assert_msg(memcmp(chunk + member.offset, original, node->size) == 0,
+			      "%s is not at offset %llu of %s", path,
+			      (unsigned long long)member.offset, member.chunk_path);
+		ck_assert_uint_eq(member.hash, XXH3_64bits(original, original_len));
+		free(chunk);
+		free(original);
+		files++;
+	}
+	return files;
+}
+
+START_TEST(test_index_of_gnu_tar_shards_puts_each_shard_in_its_directory)
+{
+	struct dlc_snapshot_tar_result result;
+	struct dlc_snapshot *snap;
+	char src[PATH_MAX], shards[PATH_MAX];
+	uint64_t ino;
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(shards, "%s/shards", tmp_dir);
+	make_source(src);
+	make_shards(src, shards);
+	snap = index_ok(shards, false, &result);
+	ck_assert_uint_eq(result.shards, 2);
+	ck_assert_uint_eq(dlc_snapshot_chunk_count(snap), 2);
+	ck_assert_str_eq(dlc_snapshot_chunk_path(snap, 0), "one.tar");
+	ck_assert_str_eq(dlc_snapshot_chunk_path(snap, 1), "sub/two.tar");
+	ck_assert_uint_eq(check_members(snap, shards, src, false), result.files);
+	ck_assert_uint_ne(dlc_snapshot_resolve(snap, "one/train/class 0/sample_00.JPEG"), 0);
+	ck_assert_uint_ne(dlc_snapshot_resolve(snap, "sub/two/caf\xc3\xa9 \xe2\x98\x95"), 0);
+	ck_assert_uint_ne(dlc_snapshot_resolve(snap, "sub/two/empty dir"), 0);
+	ino = dlc_snapshot_resolve(snap, "one/link");
+	ck_assert_str_eq(dlc_snapshot_link_target(snap, ino), "train/class 0/sample_00.JPEG");
+	/* The hard link shares the bytes of the file it names. */
+	ino = dlc_snapshot_resolve(snap, "one/big hard link");
+	ck_assert_uint_ne(ino, 0);
+	ck_assert_uint_eq(dlc_snapshot_node(snap, ino)->size, BIG_SIZE);
+	ck_assert_uint_eq(result.files, 2 * 12 + 2 * 12 + 5);
+	ck_assert_uint_eq(result.entries, dlc_snapshot_count(snap));
+	dlc_snapshot_free(snap);
+}
+END_TEST
+
+START_TEST(test_index_with_merge_is_the_original_tree)
+{
+	struct dlc_snapshot_tar_result result;
+	struct dlc_snapshot *snap;
+	char src[PATH_MAX], shards[PATH_MAX];
+
+	format_path(src, "%s/src", tmp_dir);
+	format_path(shards, "%s/shards", tmp_dir);
+	make_source(src);
+	make_shards(src, shards);
+	snap = index_ok(shards, true, &result);
+	ck_assert_uint_eq(check_members(snap, shards, src, true), result.files);
+	ck_assert_uint_ne(dlc_snapshot_resolve(snap, "train/class 3/sample_11.JPEG"), 0);
+	ck_assert_uint_ne(dlc_snapshot_resolve(snap, "train/class 0/sample_11.JPEG"), 0);
+	ck_assert_uint_eq(dlc_snapshot_resolve(snap, "one"), 0);
+	dlc_snapshot_free(snap);
+}
+END_TEST
+
+static void expect_index_error(const char *shards, bool merge, const char *phrase)
+{
+	struct dlc_snapshot_tar_options options = { .merge = merge };
+	struct dlc_backend *backend = NULL;
+	char file[PATH_MAX];
+	char *cause = NULL;
+
+	format_path(file, "%s/%s", shards, DLC_SNAPSHOT_PACKED_NAME);
+	ck_assert_int_eq(dlc_backend_create(shards, NULL, &backend, &cause), 0);
+	ck_assert_int_lt(dlc_snapshot_index_tar(backend, file, &options, NULL, &cause), 0);
+	ck_assert_ptr_nonnull(cause);
+	ck_assert_msg(strstr(cause, phrase), "cause '%s' lacks '%s'", cause, phrase);
+	free(cause);
+	dlc_backend_destroy(backend);
+	ck_assert_int_eq(access(file, F_OK), -1);
+}
+
+static const struct {
+	const char *setup;      /* shell, run in the shards directory */
+	bool merge;
+	const char *phrase;
+} index_refusals[] = {
+	{ "true", false, "no *.tar file" },
+	{ "mkdir d && echo x > d/a && tar -cf one.tar -C d a && tar -cf two.tar -C d a", true,
+	  "'a' appears in shards 'one.tar' and 'two.tar'" },
+	{ "mkdir -p d/c d/e && echo x > d/c/a && echo y > d/e/b && tar -cf one.tar -C d c e && "
+	  "tar -cf two.tar -C d c", true, "'c/a' appears in shards 'one.tar' and 'two.tar'" },
+	{ "mkdir d && echo x > d/a && tar -cf one.tar -C d a && tar -rf one.tar -C d a", false,
+	  "'one/a' appears twice in shard 'one.tar'" },
+	{ "mkdir -p d/a && echo x > d/b && echo y > d/a/c && tar -cf one.tar -C d b && "
+	  "mv d/b d/b.old && mkdir d/b && echo z > d/b/x && tar -cf two.tar -C d b/x", true,
+	  "is not a directory" },
+	{ "mkdir d && echo x > d/a && tar -czf one.tar -C d a", false,
+	  "not an uncompressed tar archive" },
+	{ "mkdir d && truncate -s 1M d/s && echo x >> d/s && tar --sparse -cf one.tar -C d s", false,
+	  "is sparse" },
+	{ "python3 -c \"import io, tarfile; t = tarfile.open('one.tar', 'w'); "
+	  "i = tarfile.TarInfo('a/../../evil'); i.size = 1; t.addfile(i, io.BytesIO(b'x'))\"", false,
+	  "'..'" },
+	{ "mkdir d && head -c 5000 /dev/zero > d/a && tar -cf one.tar -C d a && truncate -s 2000 one.tar",
+	  false, "truncated or damaged in member 'a'" },
+};
+
+START_TEST(test_index_refuses_what_it_cannot_serve)
+{
+	char shards[PATH_MAX];
+
+	format_path(shards, "%s/shards", tmp_dir);
+	ck_assert_int_eq(mkdir(shards, 0755), 0);
+	run("cd '%s' && %s", shards, index_refusals[_i].setup);
+	expect_index_error(shards, index_refusals[_i].merge, index_refusals[_i].phrase);
+}
+END_TEST
+
 static Suite *pack_suite(void)
 {
 	Suite *s = suite_create("pack");
@@ -810,6 +994,15 @@ static Suite *pack_suite(void)
 	tcase_add_test(tc, test_pack_refuses_what_it_would_damage);
 	tcase_add_test(tc, test_pack_replaces_what_an_interrupted_pack_left);
 	tcase_add_test(tc, test_stopped_pack_leaves_nothing);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("index_tar");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_index_of_gnu_tar_shards_puts_each_shard_in_its_directory);
+	tcase_add_test(tc, test_index_with_merge_is_the_original_tree);
+	tcase_add_loop_test(tc, test_index_refuses_what_it_cannot_serve, 0,
+			    (int)(sizeof(index_refusals) / sizeof(index_refusals[0])));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("chunks");

@@ -18,18 +18,27 @@
  * files of each chunk in offset order.  The first miss on chunk c starts its
  * pass (pass NONE -> RUNNING): the chunk is read front to back in windows of
  * WINDOW bytes (larger when one member is larger), a window's unfinished
- * member carried to the front of the next, and each member's checked bytes
- * go to the callback.  passed_to says how far the pass has handed members
- * out; a reader missing a member of a chunk whose pass runs waits until the
- * pass has gone past it (or ended) and then looks in the cache.  At most
- * MAX_PASSES passes run at once, so memory stays bounded; a miss finding
- * them all busy reads its file alone and leaves the chunk for a later pass.
+ * member carried to the front of the next.  A reader missing a member of a
+ * chunk whose pass runs registers as a waiter; the pass copies that
+ * member's checked bytes into the waiter's buffer, and the waiter offers
+ * them to the cache on its own thread, so the cache writes of a chunk run on
+ * as many threads as there are readers.  Members nobody waits for go to the
+ * callback on the pass's thread; the member of the miss that started the
+ * pass is copied to its caller, like a waiter's.  passed_to says how far the
+ * pass has gone; a waiter whose member the pass went past without filling
+ * (a damaged member, or a second inode at the same bytes) looks in the cache
+ * and reads its file alone.  At most MAX_PASSES passes run at once, so
+ * memory stays bounded; a miss finding them all busy reads its file alone
+ * and leaves the chunk for a later pass.
  *
- * INVARIANTS.  lock guards every chunk's pass, passed_to and waiters, and
- * running; passed_to only grows while its pass runs; a chunk's pass goes
- * NONE -> RUNNING -> DONE once per mount.  No lock is held while reading the
- * source or calling the callback.  Lock order: open_lock is never taken
- * with lock held, nor the other way round.
+ * INVARIANTS.  lock guards every chunk's pass, passed_to and waiting list,
+ * each waiter's filled flag, and running; passed_to only grows while its
+ * pass runs; a chunk's pass goes NONE -> RUNNING -> DONE once per mount.  A
+ * waiter's buffer is written only by the pass that found it in the list,
+ * before it sets filled, and the waiter leaves the list before it returns.
+ * No lock is held while reading the source, copying bytes or calling the
+ * callback.  Lock order: open_lock is never taken with lock held, nor the
+ * other way round.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +64,15 @@ enum pass_state {
 	PASS_DONE,
 };
 
+/* A reader waiting for a member of a chunk being read whole. */
+struct waiter {
+	uint32_t ino;
+	void *buf;
+	bool filled;                    /* guarded by dlc_chunks.lock */
+	bool taken;                     /* guarded by lock: a pass is copying into buf */
+	struct waiter *next;
+};
+
 struct chunk {
 	_Atomic(struct dlc_backend_file *) file;   /* opened once, under open_lock */
 	atomic_bool reported;                        /* its first failure was logged */
@@ -63,7 +81,7 @@ struct chunk {
 	/* Guarded by dlc_chunks.lock: */
 	enum pass_state pass;
 	uint64_t passed_to;
-	unsigned waiters;
+	struct waiter *waiting;
 };
 
 struct dlc_chunks {
@@ -305,8 +323,31 @@ static void pass_progress(struct dlc_chunks *chunks, struct chunk *chunk, uint64
 {
 	pthread_mutex_lock(&chunks->lock);
 	chunk->passed_to = passed_to;
-	if (chunk->waiters)
+	if (chunk->waiting)
 		pthread_cond_broadcast(&chunks->passed);
+	pthread_mutex_unlock(&chunks->lock);
+}
+
+/* The waiter for member ino, marked taken, or NULL; the copy is the caller's. */
+static struct waiter *take_waiter(struct dlc_chunks *chunks, struct chunk *chunk, uint32_t ino)
+{
+	struct waiter *found = NULL;
+
+	pthread_mutex_lock(&chunks->lock);
+	for (struct waiter *w = chunk->waiting; w && !found; w = w->next)
+		if (w->ino == ino && !w->filled && !w->taken)
+			found = w;
+	if (found)
+		found->taken = true;
+	pthread_mutex_unlock(&chunks->lock);
+	return found;
+}
+
+static void fill_waiter(struct dlc_chunks *chunks, struct waiter *waiter)
+{
+	pthread_mutex_lock(&chunks->lock);
+	waiter->filled = true;
+	pthread_cond_broadcast(&chunks->passed);
 	pthread_mutex_unlock(&chunks->lock);
 }
 
@@ -382,11 +423,17 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 				     "was damaged or replaced)");
 			if (m == ino)
 				result = -EIO;
+		} else if (m == ino) {
+			memcpy(buf, data, size);
+			result = 0;
 		} else {
-			cb(arg, m, data, size);
-			if (m == ino) {
-				memcpy(buf, data, size);
-				result = 0;
+			struct waiter *waiter = take_waiter(chunks, chunk, m);
+
+			if (waiter) {
+				memcpy(waiter->buf, data, size);
+				fill_waiter(chunks, waiter);
+			} else {
+				cb(arg, m, data, size);
 			}
 		}
 		pass_progress(chunks, chunk, member.offset + size);
@@ -420,10 +467,25 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 		pthread_mutex_unlock(&chunks->lock);
 		return rc;
 	}
-	chunk->waiters++;
-	while (chunk->pass == PASS_RUNNING && chunk->passed_to < member.offset + size)
-		pthread_cond_wait(&chunks->passed, &chunks->lock);
-	chunk->waiters--;
+	if (chunk->pass == PASS_RUNNING && chunk->passed_to < member.offset + size) {
+		struct waiter waiter = { .ino = ino, .buf = buf, .next = chunk->waiting };
+
+		chunk->waiting = &waiter;
+		/* A taken waiter is being copied into: wait for filled, whatever else. */
+		while (!waiter.filled && (waiter.taken || (chunk->pass == PASS_RUNNING &&
+							   chunk->passed_to < member.offset + size)))
+			pthread_cond_wait(&chunks->passed, &chunks->lock);
+		for (struct waiter **p = &chunk->waiting; *p; p = &(*p)->next) {
+			if (*p == &waiter) {
+				*p = waiter.next;
+				break;
+			}
+		}
+		if (waiter.filled) {
+			pthread_mutex_unlock(&chunks->lock);
+			return 0;
+		}
+	}
 	pthread_mutex_unlock(&chunks->lock);
 	return -EAGAIN;
 }

@@ -237,9 +237,9 @@ static void offer_member(void *arg, uint32_t ino, const void *data, uint64_t siz
 }
 
 /*
- * Reads packed file ino into blob; *offered when the bytes went to the cache
- * already (a whole-chunk read) or came from it.  0 or -EIO (chunks.c logged
- * and counted it).
+ * Reads packed file ino into blob; *offered when the bytes came from the
+ * cache (another thread's whole-chunk read put them there).  0 or -EIO
+ * (chunks.c logged and counted it).
  */
 static int read_packed(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *blob,
 		       bool *offered)
@@ -247,14 +247,15 @@ static int read_packed(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *b
 	struct whole_read read = { fetch, ino };
 	int rc;
 
-	*offered = true;
+	*offered = false;
 	rc = dlc_chunks_read_whole(fetch->chunks, ino, blob->data, blob->size, offer_member, &read);
 	if (rc != -EAGAIN)
 		return rc;
 	/* Another thread's whole read may have cached it meanwhile. */
-	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0)
+	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0) {
+		*offered = true;
 		return 0;
-	*offered = false;
+	}
 	return dlc_chunks_read_file(fetch->chunks, ino, blob->data, blob->size);
 }
 

@@ -58,16 +58,20 @@ int dlc_chunks_read_file(struct dlc_chunks *chunks, uint32_t ino, void *buf, uin
 ssize_t dlc_chunks_read_range(struct dlc_chunks *chunks, uint32_t ino, void *buf, size_t len,
 			      uint64_t off);
 
-/* Called once per member of a chunk read whole, in offset order, with its checked bytes. */
+/* Called for members of a chunk read whole, in offset order, with their
+ * checked bytes: every member but the ones copied to a reader. */
 typedef void (*dlc_chunks_member_cb)(void *arg, uint32_t ino, const void *data, uint64_t size);
 
 /*
- * Whole-chunk reads (created with whole_chunks): if no read of ino's chunk
- * has begun in this mount, reads the chunk in one pass, handing each member
- * to cb and copying ino's bytes into buf; returns 0 when buf holds them.
- * Otherwise returns -EAGAIN without reading, once the pass under way (if
- * any) has gone past ino, so the caller can look in the cache and else call
- * dlc_chunks_read_file.  -EIO when ino's own bytes are bad.
+ * Whole-chunk reads (created with whole_chunks).  If no read of ino's chunk
+ * has begun in this mount, reads the chunk in one pass and returns 0 with
+ * ino's bytes in buf; members other callers are waiting for are copied to
+ * them, the rest handed to cb.  If a pass over the chunk is under way and
+ * has not reached ino, waits for it and returns 0 with ino's bytes in buf.
+ * In both cases the caller offers ino's bytes to the cache itself.
+ * Otherwise returns -EAGAIN (the chunk was read whole already, or the pass
+ * went past ino without its bytes): the caller looks in the cache, then
+ * calls dlc_chunks_read_file.  -EIO when ino's own bytes are bad.
  */
 int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size,
 			  dlc_chunks_member_cb cb, void *arg);

@@ -180,6 +180,26 @@ test_chunk_fetch_admits_a_whole_chunk_from_one_read() {
 	expect_eq "source reads after reading the chunk" "$(stat_value remote_ops.read)" 1
 }
 
+test_chunk_fetch_serves_concurrent_readers_from_one_read() {
+	# A slow source, so that the readers of chunk 5 pile up behind its first
+	# miss and get their bytes from that one read.
+	start_daemon_from "$PACKED" "chunk_fetch=1,source_delay=300ms"
+	local chunk=5 n pids=()
+	n=$(awk -F'\t' -v c=$chunk '$1 == c' "$MNT/.chunks" | wc -l)
+	while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" &
+		pids+=($!)
+	done < <(awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks")
+	for p in "${pids[@]}"; do wait "$p" || fail "a concurrent reader got wrong bytes"; done
+	expect_eq "whole chunks read" "$(stat_value chunk_reads)" 1
+	expect_eq "source reads for $n concurrent readers" "$(stat_value remote_ops.read)" 1
+	expect_eq "admissions" "$(stat_value admissions)" "$n"
+	expect_eq "source opens" "$(stat_value remote_ops.open)" 1
+	# Readers that waited were handed their bytes and admitted them themselves.
+	[ "$(stat_value chunk_admissions)" -lt $((n - 1)) ] ||
+		fail "no reader was handed its bytes by the whole read"
+}
+
 test_chunk_fetch_still_lets_importance_decide() {
 	# Room for exactly the last three files of chunk 3, which are the only
 	# ones scored: reading the chunk whole admits the unscored files while

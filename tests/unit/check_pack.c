@@ -712,13 +712,15 @@ START_TEST(test_chunks_whole_pass_hands_every_member_once)
 	original = original_of(&f, ino);
 	ck_assert(memcmp(buf, original, dlc_snapshot_node(f.snap, ino)->size) == 0);
 	free(original);
+	/* Every other member of the chunk went to the callback once; the one
+	 * asked for was copied to the caller, who offers it. */
 	for (uint64_t i = 1; i <= dlc_snapshot_count(f.snap); i++) {
 		if (dlc_snapshot_chunk(f.snap, i, &member) == 0 && member.chunk == asked.chunk) {
-			ck_assert_uint_eq(handed.count[i], 1);
+			ck_assert_uint_eq(handed.count[i], i == ino ? 0 : 1);
 			in_chunk++;
 		}
 	}
-	ck_assert_uint_eq(handed.total, in_chunk);
+	ck_assert_uint_eq(handed.total, in_chunk - 1);
 	ck_assert(handed.bytes_ok);
 	ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_CHUNK_READS), 1);
 	ck_assert_uint_eq(atomic_load(&f.backend->calls[DLC_BACKEND_READ]), 1);
@@ -726,12 +728,12 @@ START_TEST(test_chunks_whole_pass_hands_every_member_once)
 	ck_assert_int_eq(dlc_chunks_read_whole(chunks, (uint32_t)ino, buf,
 					       dlc_snapshot_node(f.snap, ino)->size,
 					       count_member, &handed), -EAGAIN);
-	ck_assert_uint_eq(handed.total, in_chunk);
+	ck_assert_uint_eq(handed.total, in_chunk - 1);
 	/* Files above max_file are skipped: the big file's chunk hands nothing. */
 	big = ino_of(&f, "big.bin");
 	ck_assert_int_eq(dlc_chunks_read_whole(chunks, (uint32_t)big, buf, BIG_SIZE, count_member,
 					       &handed), -EAGAIN);
-	ck_assert_uint_eq(handed.total, in_chunk);
+	ck_assert_uint_eq(handed.total, in_chunk - 1);
 	dlc_chunks_free(chunks);
 	packed_close(&f);
 }

@@ -10,7 +10,10 @@
  *
  * Thread-safety: every operation may be called from several threads at once;
  * a driver whose library is not thread-safe (libnfs) serializes or keeps one
- * context per thread itself.  A file handle is used by one thread at a time.
+ * context per thread itself.  pread on one file handle may be called from
+ * several threads at once (chunks.c shares one handle per chunk of a packed
+ * source among all readers); close is called once, when no pread on the
+ * handle is in progress.
  *
  * Errors: 0 (or a byte count) on success, -errno on failure.  A dead or
  * unreachable remote gives -EIO promptly, never a hang.

@@ -133,6 +133,42 @@ test_an_epoch_opens_each_chunk_once() {
 	expect_eq "admissions with policy=none" "$(stat_value admissions)" 0
 }
 
+test_large_files_are_read_by_range_from_their_chunk() {
+	# Above cache_max_file, files are never cached: reads go to the chunk by range.
+	start_daemon_from "$PACKED" "cache_max_file=16K"
+	expect_eq "files compared" "$(compare_tree "$SRC" "$MNT")" "$NFILES"
+	python3 - "$MNT" "$SRC" <<'PY' || fail "random ranges of large files"
+import os, random, sys
+mnt, src = sys.argv[1], sys.argv[2]
+rng = random.Random(7)
+big = [os.path.relpath(os.path.join(d, n), src) for d, _, ns in os.walk(src) for n in ns
+       if not os.path.islink(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n)) > 16384]
+assert len(big) > 50, len(big)
+for p in rng.sample(big, 50):
+    size = os.path.getsize(os.path.join(src, p))
+    with open(os.path.join(mnt, p), "rb", buffering=0) as a, open(os.path.join(src, p), "rb") as b:
+        for _ in range(5):
+            off, n = rng.randrange(size + 10), rng.randrange(1, 40000)
+            a.seek(off); b.seek(off)
+            assert a.read(n) == b.read(n), (p, off, n)
+PY
+	[ "$(stat_value bypasses)" -gt 0 ] || fail "no file was read by range"
+	[ "$(stat_value remote_ops.open)" -le "$NCHUNKS" ] || fail "range reads opened more than the chunks"
+}
+
+test_prefetch_reads_ahead_from_the_chunks() {
+	start_daemon_from "$PACKED" "source_delay=5ms"
+	local order=$WORK/order
+	(cd "$SRC" && find train -type f | sort) | shuf -n 60 --random-source=<(yes) >"$order"
+	sed 's/^/prefetch /' "$order" >"$MNT/.control"
+	while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p"
+	done <"$order"
+	[ "$(stat_value prefetches)" -gt 0 ] || fail "nothing was prefetched"
+	[ "$(stat_value prefetch_hits)" -gt 0 ] || fail "no open was served from prefetched bytes"
+	[ "$(stat_value remote_ops.open)" -le "$NCHUNKS" ] || fail "prefetch opened more than the chunks"
+}
+
 test_dot_chunks_lists_every_file_with_its_chunk() {
 	start_daemon_from "$PACKED"
 	python3 - "$MNT" "$SNAPSHOT" "$NCHUNKS" <<'PY' || fail ".chunks"

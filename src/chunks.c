@@ -31,7 +31,17 @@
  * memory stays bounded; a miss finding them all busy reads its file alone
  * and leaves the chunk for a later pass.
  *
- * INVARIANTS.  lock guards every chunk's pass, passed_to and waiting list,
+ * Held bytes.  A member that admission refuses would be lost once its pass
+ * has gone by, yet a chunk-wise reader comes for the members of a chunk
+ * soon after reading it whole.  So fetch.c hands refused members back here
+ * (dlc_chunks_hold): copies of them wait in a FIFO ring of at most
+ * HOLD_BYTES and HOLD_SLOTS entries, oldest dropped first, until a reader
+ * takes them (once).  held_at[ino] names the ring slot of ino's copy; a slot
+ * reused by another inode no longer matches, so stale marks need no
+ * clearing.
+ *
+ * INVARIANTS.  hold_lock guards the ring, held_at and held_bytes (taken
+ * alone, never with lock or open_lock).  lock guards every chunk's pass, passed_to and waiting list,
  * each waiter's filled flag, and running; passed_to only grows while its
  * pass runs; a chunk's pass goes NONE -> RUNNING -> DONE once per mount.  A
  * waiter's buffer is written only by the pass that found it in the list,
@@ -57,6 +67,8 @@
 
 #define WINDOW (16u << 20)
 #define MAX_PASSES 4
+#define HOLD_BYTES (256ULL << 20)
+#define HOLD_SLOTS (1u << 16)         /* a power of two */
 
 enum pass_state {
 	PASS_NONE = 0,
@@ -97,6 +109,20 @@ struct dlc_chunks {
 	pthread_mutex_t lock;
 	pthread_cond_t passed;          /* a pass moved on or ended */
 	unsigned running;               /* guarded by lock: passes running */
+	/* Held bytes (whole chunks only), guarded by hold_lock: */
+	pthread_mutex_t hold_lock;
+	struct held *held;              /* the ring, HOLD_SLOTS entries */
+	uint32_t *held_at;              /* per inode: its slot + 1, 0 = none */
+	uint64_t held_head, held_tail;  /* ring positions: [tail, head) */
+	uint64_t held_bytes;
+	_Atomic uint64_t held_count;    /* entries with bytes: lets take skip the lock */
+};
+
+/* A refused member's bytes, waiting for a reader. */
+struct held {
+	uint32_t ino;
+	uint64_t size;
+	void *data;                     /* NULL once taken or dropped */
 };
 
 /* An inode and its offset, to sort a chunk's members. */
@@ -175,11 +201,21 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 	chunks->max_file = max_file;
 	chunks->count = dlc_snapshot_chunk_count(snapshot);
 	chunks->chunks = calloc((size_t)chunks->count + 1, sizeof(*chunks->chunks));
-	if (!chunks->chunks || (whole_chunks && list_members(chunks) < 0)) {
+	if (whole_chunks) {
+		chunks->held = calloc(HOLD_SLOTS, sizeof(*chunks->held));
+		chunks->held_at = calloc((size_t)dlc_snapshot_count(snapshot) + 1,
+					 sizeof(*chunks->held_at));
+	}
+	if (!chunks->chunks || (whole_chunks && (!chunks->held || !chunks->held_at ||
+						 list_members(chunks) < 0))) {
+		free(chunks->members);
+		free(chunks->held);
+		free(chunks->held_at);
 		free(chunks->chunks);
 		free(chunks);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&chunks->hold_lock, NULL);
 	pthread_mutex_init(&chunks->open_lock, NULL);
 	pthread_mutex_init(&chunks->lock, NULL);
 	pthread_cond_init(&chunks->passed, NULL);
@@ -197,9 +233,14 @@ void dlc_chunks_free(struct dlc_chunks *chunks)
 		if (file)
 			dlc_backend_close(chunks->backend, file);
 	}
+	for (uint64_t i = chunks->held_tail; chunks->held && i < chunks->held_head; i++)
+		free(chunks->held[i % HOLD_SLOTS].data);
 	pthread_cond_destroy(&chunks->passed);
 	pthread_mutex_destroy(&chunks->lock);
 	pthread_mutex_destroy(&chunks->open_lock);
+	pthread_mutex_destroy(&chunks->hold_lock);
+	free(chunks->held);
+	free(chunks->held_at);
 	free(chunks->members);
 	free(chunks->chunks);
 	free(chunks);
@@ -488,4 +529,84 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 	}
 	pthread_mutex_unlock(&chunks->lock);
 	return -EAGAIN;
+}
+
+/* ------------------------------------------------------------------------
+ * Held bytes.
+ */
+
+/* Frees the bytes of the entry in slot, if any.  hold_lock held. */
+static void drop_held(struct dlc_chunks *chunks, struct held *entry)
+{
+	if (!entry->data)
+		return;
+	free(entry->data);
+	entry->data = NULL;
+	chunks->held_bytes -= entry->size;
+	atomic_fetch_sub_explicit(&chunks->held_count, 1, memory_order_relaxed);
+}
+
+/* The entry holding ino's bytes, or NULL.  hold_lock held. */
+static struct held *find_held(struct dlc_chunks *chunks, uint32_t ino)
+{
+	uint32_t at = chunks->held_at[ino];
+	struct held *entry;
+
+	if (!at)
+		return NULL;
+	entry = &chunks->held[at - 1];
+	return entry->data && entry->ino == ino ? entry : NULL;
+}
+
+void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, uint64_t size)
+{
+	struct held *entry;
+	void *copy;
+
+	if (!chunks->held || size > HOLD_BYTES || ino > dlc_snapshot_count(chunks->snapshot))
+		return;
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		return;
+	memcpy(copy, data, size);
+	pthread_mutex_lock(&chunks->hold_lock);
+	entry = find_held(chunks, ino);
+	if (entry)
+		drop_held(chunks, entry);
+	while (chunks->held_tail < chunks->held_head &&
+	       (chunks->held_bytes + size > HOLD_BYTES ||
+		chunks->held_head - chunks->held_tail == HOLD_SLOTS))
+		drop_held(chunks, &chunks->held[chunks->held_tail++ % HOLD_SLOTS]);
+	entry = &chunks->held[chunks->held_head % HOLD_SLOTS];
+	*entry = (struct held){ .ino = ino, .size = size, .data = copy };
+	chunks->held_at[ino] = (uint32_t)(chunks->held_head % HOLD_SLOTS) + 1;
+	chunks->held_head++;
+	chunks->held_bytes += size;
+	atomic_fetch_add_explicit(&chunks->held_count, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&chunks->hold_lock);
+}
+
+bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size)
+{
+	struct held *entry;
+	void *data = NULL;
+
+	if (!chunks->held || !atomic_load_explicit(&chunks->held_count, memory_order_relaxed) ||
+	    ino > dlc_snapshot_count(chunks->snapshot))
+		return false;
+	pthread_mutex_lock(&chunks->hold_lock);
+	entry = find_held(chunks, ino);
+	if (entry && entry->size == size) {
+		data = entry->data;
+		entry->data = NULL;
+		chunks->held_bytes -= size;
+		atomic_fetch_sub_explicit(&chunks->held_count, 1, memory_order_relaxed);
+		chunks->held_at[ino] = 0;
+	}
+	pthread_mutex_unlock(&chunks->hold_lock);
+	if (!data)
+		return false;
+	memcpy(buf, data, size);
+	free(data);
+	return true;
 }

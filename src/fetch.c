@@ -25,8 +25,9 @@
  * the mount's life, every file checked against its recorded xxh3) instead of
  * opening the file; with chunk_fetch, the first miss on a chunk reads the
  * whole chunk and offers every member to the cache through the normal
- * admission, and a reader missing a member of a chunk being read waits for
- * that read to pass it and then looks in the cache.
+ * admission (members it refuses are held in memory a while by chunks.c, for
+ * a chunk-wise reader), and a reader missing a member of a chunk being read
+ * is handed its bytes by that read.
  *
  * INVARIANTS.  fetch->lock guards the flight list, every flight's fields,
  * the plan, the staged files, the reader's position and the stopping flag.
@@ -232,8 +233,10 @@ static void offer_member(void *arg, uint32_t ino, const void *data, uint64_t siz
 
 	if (dlc_cache_contains(cache, ino))
 		return;
-	if (dlc_cache_offer(cache, ino, data, size) && ino != read->asked)
+	if (dlc_cache_offer(cache, ino, data, size))
 		dlc_stats_add(read->fetch->stats, DLC_STAT_CHUNK_ADMISSIONS, 1);
+	else
+		dlc_chunks_hold(read->fetch->chunks, ino, data, size);
 }
 
 /*
@@ -251,8 +254,9 @@ static int read_packed(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *b
 	rc = dlc_chunks_read_whole(fetch->chunks, ino, blob->data, blob->size, offer_member, &read);
 	if (rc != -EAGAIN)
 		return rc;
-	/* Another thread's whole read may have cached it meanwhile. */
-	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0) {
+	/* Another thread's whole read may have cached or held it meanwhile. */
+	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0 ||
+	    dlc_chunks_take_held(fetch->chunks, ino, blob->data, blob->size)) {
 		*offered = true;
 		return 0;
 	}
@@ -413,6 +417,13 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	blob = blob_new(node->size);
 	if (!blob)
 		return -ENOMEM;
+	if (fetch->chunks && dlc_chunks_take_held(fetch->chunks, ino, blob->data, node->size)) {
+		/* Read with its whole chunk a moment ago, refused by admission. */
+		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
+		dlc_stats_add(fetch->stats, DLC_STAT_CHUNK_HITS, 1);
+		*out = blob;
+		return 0;
+	}
 	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
 		dlc_cache_hit(fetch->cache, ino);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);

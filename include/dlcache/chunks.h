@@ -17,11 +17,15 @@
  * Whole-chunk reads (mount option chunk_fetch=1): the first miss on a chunk
  * reads it in one sequential pass and hands every member's checked bytes to
  * a callback (fetch.c offers them to the cache), so one read warms many
- * samples; a chunk is read whole at most once per mount.
+ * samples; a chunk is read whole at most once per mount.  Members that
+ * admission refuses are held in memory for a while (dlc_chunks_hold), for a
+ * reader that goes through the chunk soon after, as a chunk-wise sampler
+ * does.
  */
 #ifndef DLCACHE_CHUNKS_H
 #define DLCACHE_CHUNKS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -75,5 +79,16 @@ typedef void (*dlc_chunks_member_cb)(void *arg, uint32_t ino, const void *data, 
  */
 int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size,
 			  dlc_chunks_member_cb cb, void *arg);
+
+/*
+ * Whole-chunk reads: keeps a copy of member ino's bytes, which admission
+ * refused, in memory for a reader that comes soon (at most 256 MiB in all,
+ * the oldest dropped first).  Does nothing without whole chunks.
+ */
+void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, uint64_t size);
+
+/* Copies ino's held bytes (size of them) into buf and forgets them; true
+ * when they were held. */
+bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size);
 
 #endif

@@ -236,6 +236,28 @@ test_chunk_fetch_serves_concurrent_readers_from_one_read() {
 		fail "no reader was handed its bytes by the whole read"
 }
 
+test_chunk_fetch_holds_refused_files_for_a_chunk_wise_reader() {
+	# No cache at all: a whole read of chunk 2 is refused file by file and
+	# held in memory, where reading the rest of the chunk finds it.
+	start_daemon_from "$PACKED" "chunk_fetch=1,policy=none"
+	local chunk=2 n
+	n=$(awk -F'\t' -v c=$chunk '$1 == c' "$MNT/.chunks" | wc -l)
+	awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks" | shuf --random-source=<(yes) |
+		while IFS= read -r p; do
+			cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p"
+		done
+	expect_eq "whole chunks read" "$(stat_value chunk_reads)" 1
+	expect_eq "source reads" "$(stat_value remote_ops.read)" 1
+	expect_eq "opens served from held bytes" "$(stat_value chunk_hits)" $((n - 1))
+	expect_eq "admissions" "$(stat_value admissions)" 0
+	# Held bytes are taken once: the next epoch reads them from the chunk again.
+	drop_caches
+	awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks" | while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p in epoch 2"
+	done
+	expect_eq "source reads after epoch 2" "$(stat_value remote_ops.read)" $((n + 1))
+}
+
 test_chunk_fetch_still_lets_importance_decide() {
 	# Room for exactly the last three files of chunk 3, which are the only
 	# ones scored: reading the chunk whole admits the unscored files while

@@ -739,6 +739,38 @@ START_TEST(test_chunks_whole_pass_hands_every_member_once)
 }
 END_TEST
 
+START_TEST(test_chunks_hold_refused_bytes_until_taken_once)
+{
+	struct packed_fixture f;
+	struct dlc_chunks *chunks, *plain;
+	unsigned char buf[16];
+
+	packed_open(&f);
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, true, UINT64_MAX, &chunks), 0);
+	ck_assert(!dlc_chunks_take_held(chunks, 2, buf, 5));
+	dlc_chunks_hold(chunks, 2, "hello", 5);
+	dlc_chunks_hold(chunks, 3, "world", 5);
+	dlc_chunks_hold(chunks, 3, "again", 5);            /* replaces the older copy */
+	ck_assert(!dlc_chunks_take_held(chunks, 2, buf, 4));   /* the size must match */
+	ck_assert(dlc_chunks_take_held(chunks, 2, buf, 5));
+	ck_assert(memcmp(buf, "hello", 5) == 0);
+	ck_assert(!dlc_chunks_take_held(chunks, 2, buf, 5));   /* taken once */
+	ck_assert(dlc_chunks_take_held(chunks, 3, buf, 5));
+	ck_assert(memcmp(buf, "again", 5) == 0);
+	ck_assert(!dlc_chunks_take_held(chunks, 3, buf, 5));
+	dlc_chunks_hold(chunks, 4, "", 0);
+	ck_assert(dlc_chunks_take_held(chunks, 4, buf, 0));
+	dlc_chunks_hold(chunks, 5, "left", 4);            /* freed by dlc_chunks_free */
+	dlc_chunks_free(chunks);
+	/* Without whole chunks nothing is held. */
+	ck_assert_int_eq(dlc_chunks_create(f.backend, f.snap, &f.stats, false, UINT64_MAX, &plain), 0);
+	dlc_chunks_hold(plain, 2, "hello", 5);
+	ck_assert(!dlc_chunks_take_held(plain, 2, buf, 5));
+	dlc_chunks_free(plain);
+	packed_close(&f);
+}
+END_TEST
+
 /* Readers on many threads share the chunk handles (pread is thread-safe). */
 struct reader_arg {
 	struct packed_fixture *f;
@@ -1014,6 +1046,7 @@ static Suite *pack_suite(void)
 	tcase_add_test(tc, test_chunks_range_reads_stop_at_the_file);
 	tcase_add_test(tc, test_chunks_damage_fails_only_the_damaged_file);
 	tcase_add_test(tc, test_chunks_whole_pass_hands_every_member_once);
+	tcase_add_test(tc, test_chunks_hold_refused_bytes_until_taken_once);
 	tcase_add_test(tc, test_chunks_serve_many_threads);
 	suite_add_tcase(s, tc);
 	return s;

@@ -673,8 +673,13 @@ out:
 			close(pack.fd);
 	}
 	dlc_snapshot_writer_abort(pack.writer);
-	if (rc < 0 && pack.dst)
+	if (rc < 0 && pack.dst) {
 		remove_chunks(&pack);
+		/* A commit that failed after its rename (the directory's fsync):
+		 * DST held no snapshot before this pack, so this one is ours. */
+		if (snapshot_file)
+			unlink(snapshot_file);
+	}
 	dlc_snapshot_free(tree);
 	dlc_backend_destroy(pack.backend);
 	free(pack.chunk_sizes);

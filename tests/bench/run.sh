@@ -5,7 +5,7 @@
 # and about 5 GB under /var/tmp for the generated trees, which are reused.
 set -euo pipefail
 cd "$(dirname "$0")"
-for bench in metadata.sh control_ingest.sh read.sh prefetch.sh; do
+for bench in metadata.sh control_ingest.sh read.sh prefetch.sh tar.sh; do
 	echo "=== tests/bench/$bench"
 	bash "$bench"
 done

@@ -29,8 +29,9 @@
  *               fails with EIO without reading.
  *
  * Thread-safety: the root descriptor and the config never change after
- * create; the read counter and the process-wide openat2 flag are atomics.  A file handle
- * is used by one thread at a time (backend.h).
+ * create; the read counter and the process-wide openat2 flag are atomics.
+ * pread(2) on one descriptor is safe from several threads at once, so a file
+ * handle may be read by several threads (backend.h).
  */
 #include <dirent.h>
 #include <errno.h>

@@ -20,6 +20,15 @@
  * the prefetcher stays a bounded distance ahead, and what it holds for the
  * reader is in memory, where no eviction can take it.
  *
+ * Packed sources.  When the snapshot is packed, a miss reads the file's byte
+ * range out of its tar chunk through chunks.c (one source open per chunk for
+ * the mount's life, every file checked against its recorded xxh3) instead of
+ * opening the file; with chunk_fetch, the first miss on a chunk reads the
+ * whole chunk and offers every member to the cache through the normal
+ * admission (members it refuses are held in memory a while by chunks.c, for
+ * a chunk-wise reader), and a reader missing a member of a chunk being read
+ * is handed its bytes by that read.
+ *
  * INVARIANTS.  fetch->lock guards the flight list, every flight's fields,
  * the plan, the staged files, the reader's position and the stopping flag.
  * Plan entry i (from plan_head) has sequence number plan_head_seq + i.
@@ -34,6 +43,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dlcache/chunks.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
 
@@ -62,6 +72,7 @@ struct dlc_fetch {
 	struct dlc_cache *cache;
 	struct dlc_stats *stats;
 	uint64_t max_file;
+	struct dlc_chunks *chunks;      /* packed sources only; NULL for a tree */
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when any flight lands */
 	struct flight *flights;         /* guarded by lock */
@@ -117,10 +128,23 @@ void dlc_blob_put(struct dlc_blob *blob)
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
 				   struct dlc_cache *cache, struct dlc_stats *stats, uint64_t max_file)
 {
+	return dlc_fetch_create_packed(backend, snapshot, cache, stats, max_file, false);
+}
+
+struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
+					  const struct dlc_snapshot *snapshot,
+					  struct dlc_cache *cache, struct dlc_stats *stats,
+					  uint64_t max_file, bool chunk_fetch)
+{
 	struct dlc_fetch *fetch = calloc(1, sizeof(*fetch));
 
 	if (!fetch)
 		return NULL;
+	if (dlc_snapshot_packed(snapshot) &&
+	    dlc_chunks_create(backend, snapshot, stats, chunk_fetch, max_file, &fetch->chunks) < 0) {
+		free(fetch);
+		return NULL;
+	}
 	fetch->max_file = max_file;
 	fetch->window = 1;
 	pthread_cond_init(&fetch->queued, NULL);
@@ -142,6 +166,7 @@ void dlc_fetch_free(struct dlc_fetch *fetch)
 	free(fetch->plan);
 	free(fetch->announced);
 	free(fetch->staged);
+	dlc_chunks_free(fetch->chunks);
 	pthread_cond_destroy(&fetch->queued);
 	pthread_cond_destroy(&fetch->landed);
 	pthread_mutex_destroy(&fetch->lock);
@@ -195,13 +220,63 @@ static void flight_put(struct dlc_fetch *fetch, struct flight *flight)
 	}
 }
 
+/* A member of a chunk read whole, offered to the cache like a miss. */
+struct whole_read {
+	struct dlc_fetch *fetch;
+	uint32_t asked;
+};
+
+static void offer_member(void *arg, uint32_t ino, const void *data, uint64_t size)
+{
+	struct whole_read *read = arg;
+	struct dlc_cache *cache = read->fetch->cache;
+
+	if (dlc_cache_contains(cache, ino))
+		return;
+	if (dlc_cache_offer(cache, ino, data, size))
+		dlc_stats_add(read->fetch->stats, DLC_STAT_CHUNK_ADMISSIONS, 1);
+	else
+		dlc_chunks_hold(read->fetch->chunks, ino, data, size);
+}
+
+/*
+ * Reads packed file ino into blob; *offered when the bytes came from the
+ * cache (another thread's whole-chunk read put them there).  0 or -EIO
+ * (chunks.c logged and counted it).
+ */
+static int read_packed(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *blob,
+		       bool *offered)
+{
+	struct whole_read read = { fetch, ino };
+	int rc;
+
+	*offered = false;
+	rc = dlc_chunks_read_whole(fetch->chunks, ino, blob->data, blob->size, offer_member, &read);
+	if (rc != -EAGAIN)
+		return rc;
+	/* Another thread's whole read may have cached or held it meanwhile. */
+	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0 ||
+	    dlc_chunks_take_held(fetch->chunks, ino, blob->data, blob->size)) {
+		*offered = true;
+		return 0;
+	}
+	return dlc_chunks_read_file(fetch->chunks, ino, blob->data, blob->size);
+}
+
 /* Fetches ino from the source as the owner of flight, then lands it. */
 static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
 	struct dlc_blob *blob = blob_new(size);
+	bool offered = false;
 	char path[4096];
 	int rc;
 
+	if (blob && fetch->chunks) {
+		rc = read_packed(fetch, flight->ino, blob, &offered);
+		if (rc == 0 && !offered)
+			dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+		goto land;
+	}
 	rc = blob ? dlc_snapshot_path(fetch->snapshot, flight->ino, path, sizeof(path)) : -ENOMEM;
 	if (rc == 0)
 		rc = read_source(fetch, path, blob);
@@ -219,7 +294,7 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 		}
 		rc = -EIO;
 	}
-
+land:
 	pthread_mutex_lock(&fetch->lock);
 	for (struct flight **p = &fetch->flights; *p; p = &(*p)->next) {
 		if (*p == flight) {
@@ -342,6 +417,13 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	blob = blob_new(node->size);
 	if (!blob)
 		return -ENOMEM;
+	if (fetch->chunks && dlc_chunks_take_held(fetch->chunks, ino, blob->data, node->size)) {
+		/* Read with its whole chunk a moment ago, refused by admission. */
+		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
+		dlc_stats_add(fetch->stats, DLC_STAT_CHUNK_HITS, 1);
+		*out = blob;
+		return 0;
+	}
 	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
 		dlc_cache_hit(fetch->cache, ino);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
@@ -526,11 +608,14 @@ int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_back
 	char path[4096];
 	int rc;
 
+	*out = NULL;
 	rc = dlc_snapshot_path(fetch->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
 		return rc;
 	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
 	dlc_stats_add(fetch->stats, DLC_STAT_BYPASSES, 1);
+	if (fetch->chunks)
+		return 0;       /* read by range from the chunk's shared handle */
 	rc = dlc_backend_open(fetch->backend, path, out);
 	if (rc < 0) {
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
@@ -540,10 +625,14 @@ int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_back
 	return 0;
 }
 
-ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file, void *buf,
-			      size_t len, uint64_t off)
+ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file *file,
+			      void *buf, size_t len, uint64_t off)
 {
-	ssize_t n = dlc_backend_pread(fetch->backend, file, buf, len, off);
+	ssize_t n;
+
+	if (fetch->chunks)
+		return dlc_chunks_read_range(fetch->chunks, ino, buf, len, off);
+	n = dlc_backend_pread(fetch->backend, file, buf, len, off);
 
 	if (n < 0) {
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
@@ -556,5 +645,6 @@ ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, struct dlc_backend_file *
 
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file)
 {
-	dlc_backend_close(fetch->backend, file);
+	if (file)
+		dlc_backend_close(fetch->backend, file);
 }

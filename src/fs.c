@@ -38,6 +38,7 @@ enum virtual_file {
 	VIRTUAL_STATS = 1,
 	VIRTUAL_CONTROL,
 	VIRTUAL_CACHED,
+	VIRTUAL_CHUNKS,
 	VIRTUAL_COUNT,
 };
 
@@ -45,6 +46,7 @@ static const char *const virtual_names[VIRTUAL_COUNT] = {
 	[VIRTUAL_STATS] = DLC_FS_STATS_NAME,
 	[VIRTUAL_CONTROL] = DLC_FS_CONTROL_NAME,
 	[VIRTUAL_CACHED] = DLC_FS_CACHED_NAME,
+	[VIRTUAL_CHUNKS] = DLC_FS_CHUNKS_NAME,
 };
 
 enum handle_kind {
@@ -364,6 +366,9 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 	case VIRTUAL_CACHED:
 		h->kind = HANDLE_TEXT;
 		return dlc_cache_list(fs->context->cache, &h->text, &h->text_len);
+	case VIRTUAL_CHUNKS:
+		h->kind = HANDLE_TEXT;
+		return dlc_snapshot_render_chunks(fs->context->snapshot, &h->text, &h->text_len);
 	case VIRTUAL_CONTROL:
 		h->kind = HANDLE_CONTROL;
 		h->parser = dlc_control_parser_new(fs->context->mountpoint);
@@ -491,7 +496,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		n = dlc_fetch_read_direct(fs_of(req)->context->fetch, h->direct, buf, size, (uint64_t)off);
+		n = dlc_fetch_read_direct(fs_of(req)->context->fetch, (uint32_t)ino, h->direct, buf,
+					  size, (uint64_t)off);
 		if (n < 0)
 			fuse_reply_err(req, (int)-n);
 		else

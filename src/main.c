@@ -5,6 +5,8 @@
  *   mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]   (also mount.fuse.dlcache)
  *   dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]
  *   dlcache snapshot SOURCE -o FILE [--threads N]
+ *   dlcache snapshot --tar SOURCE [FILE] [--merge]       (snapshot_tar.c)
+ *   dlcache pack SOURCE DEST [--chunk-size SIZE]         (pack.c)
  *   dlcache stat MOUNT [--json]
  *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
  *
@@ -17,6 +19,7 @@
 #include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +29,12 @@
 
 #include "dlcache/backend.h"
 #include "dlcache/cache.h"
+#include "dlcache/cause.h"
 #include "dlcache/fetch.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
 #include "dlcache/options.h"
+#include "dlcache/pack.h"
 #include "dlcache/simulate.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
@@ -102,6 +107,15 @@ static void detach(int ready_fd, enum dlc_log_level level)
 	close(ready_fd);
 }
 
+/* Whether the snapshot is SOURCE/dlcache.snapshot (a packed source's own). */
+static bool snapshot_in_source(const struct dlc_options *opts)
+{
+	size_t len = strlen(opts->source);
+
+	return strncmp(opts->snapshot, opts->source, len) == 0 && opts->snapshot[len] == '/' &&
+	       strcmp(opts->snapshot + len + 1, DLC_SNAPSHOT_PACKED_NAME) == 0;
+}
+
 static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend,
 			   struct dlc_snapshot **snapshot, char **cause)
 {
@@ -112,6 +126,11 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 	uint64_t entries;
 	int rc;
 
+	if (opts->refresh && dlc_snapshot_file_is_packed(opts->snapshot)) {
+		dlc_cause_set(cause, "snapshot %s is a packed dataset's, and refresh would replace it with a crawl of the chunks; drop refresh, or run dlcache pack or dlcache snapshot --tar again",
+			      opts->snapshot);
+		return -EINVAL;
+	}
 	if (opts->refresh || access(opts->snapshot, F_OK) < 0) {
 		dlc_log(DLC_LOG_INFO, "building the snapshot of %s in %s", opts->source, opts->snapshot);
 		rc = dlc_snapshot_build(backend, opts->snapshot, &build, &entries, cause);
@@ -122,7 +141,9 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 	rc = dlc_snapshot_load(opts->snapshot, snapshot, cause);
 	if (rc < 0)
 		return rc;
-	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0)
+	/* A packed directory carries its snapshot and may be copied anywhere. */
+	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0 &&
+	    !snapshot_in_source(opts))
 		dlc_log(DLC_LOG_WARNING, "snapshot %s was built from %s, mounted from %s",
 			opts->snapshot, dlc_snapshot_source(*snapshot), opts->source);
 	/* From here on, the stats count what the mount itself asks of the source. */
@@ -243,7 +264,8 @@ static int cmd_mount(int argc, char **argv)
 			    &cache, &cause);
 	if (rc < 0)
 		goto out;
-	fetch = dlc_fetch_create(backend, snapshot, cache, &stats, opts.cache_max_file);
+	fetch = dlc_fetch_create_packed(backend, snapshot, cache, &stats, opts.cache_max_file,
+					opts.chunk_fetch);
 	if (!fetch) {
 		rc = -ENOMEM;
 		goto out;
@@ -294,8 +316,46 @@ out:
 static void snapshot_usage(FILE *out)
 {
 	fprintf(out, "usage: dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		     "       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		     "Crawls SOURCE in parallel and writes its metadata snapshot to FILE;\n"
-		     "mount with -o snapshot=FILE to use it.\n");
+		     "mount with -o snapshot=FILE to use it.  With --tar, indexes the members\n"
+		     "of every *.tar file under SOURCE (each shard's under its name without\n"
+		     ".tar, or all in one tree with --merge) into FILE, by default\n"
+		     "SOURCE/" DLC_SNAPSHOT_PACKED_NAME ", which makes SOURCE mount as that tree.\n");
+}
+
+/* dlcache snapshot --tar SOURCE [FILE]: the index of existing shards. */
+static int snapshot_tar(const char *source, const char *output, bool merge)
+{
+	struct dlc_snapshot_tar_options options = {
+		.merge = merge,
+		.progress = isatty(STDERR_FILENO),
+	};
+	struct dlc_snapshot_tar_result result;
+	struct dlc_backend *backend = NULL;
+	char *cause = NULL, *real = realpath(source, NULL), *file = NULL;
+	int rc;
+
+	if (!real) {
+		fprintf(stderr, "dlcache: cannot open '%s': %s; give the directory that holds the shards.\n",
+			source, strerror(errno));
+		return 1;
+	}
+	if (!output && asprintf(&file, "%s/%s", real, DLC_SNAPSHOT_PACKED_NAME) < 0)
+		file = NULL;
+	rc = dlc_backend_create(real, NULL, &backend, &cause);
+	if (rc == 0)
+		rc = dlc_snapshot_index_tar(backend, output ? output : file, &options, &result, &cause);
+	if (rc < 0)
+		print_cause("cannot index the shards", cause, rc);
+	else
+		printf("%s: %llu entries (%llu files) from %u shards in %s\n", output ? output : file,
+		       (unsigned long long)result.entries, (unsigned long long)result.files,
+		       result.shards, real);
+	dlc_backend_destroy(backend);
+	free(file);
+	free(real);
+	return rc < 0 ? 1 : 0;
 }
 
 static int cmd_snapshot(int argc, char **argv)
@@ -303,9 +363,12 @@ static int cmd_snapshot(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "tar", no_argument, NULL, 'T' },
+		{ "merge", no_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool tar = false, merge = false;
 	struct dlc_snapshot_build_options build = {
 		.threads = DLC_DEFAULT_CRAWL_THREADS,
 		.progress = isatty(STDERR_FILENO),
@@ -330,6 +393,12 @@ static int cmd_snapshot(int argc, char **argv)
 				return 1;
 			}
 			break;
+		case 'T':
+			tar = true;
+			break;
+		case 'm':
+			merge = true;
+			break;
 		case 'h':
 			snapshot_usage(stdout);
 			return 0;
@@ -337,6 +406,17 @@ static int cmd_snapshot(int argc, char **argv)
 			snapshot_usage(stderr);
 			return 1;
 		}
+	}
+	if (tar) {
+		if (optind + 1 > argc || optind + 2 < argc || (output && optind + 2 == argc)) {
+			fprintf(stderr, "dlcache: snapshot --tar needs one SOURCE and at most one FILE; usage: dlcache snapshot --tar SOURCE [FILE] [--merge].\n");
+			return 1;
+		}
+		return snapshot_tar(argv[optind], output ? output : argv[optind + 1], merge);
+	}
+	if (merge) {
+		fprintf(stderr, "dlcache: --merge goes with --tar; usage: dlcache snapshot --tar SOURCE [FILE] --merge.\n");
+		return 1;
 	}
 	if (optind + 1 != argc || !output) {
 		fprintf(stderr, "dlcache: snapshot needs one SOURCE and -o FILE; usage: dlcache snapshot SOURCE -o FILE.\n");
@@ -353,6 +433,84 @@ static int cmd_snapshot(int argc, char **argv)
 	}
 	printf("%s: %llu entries from %s\n", output, (unsigned long long)entries, argv[optind]);
 	dlc_backend_destroy(backend);
+	return 0;
+}
+
+static volatile sig_atomic_t pack_stop;
+
+static void stop_pack(int signo)
+{
+	pack_stop = 1;
+}
+
+static void pack_usage(FILE *out)
+{
+	fprintf(out, "usage: dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
+		     "Writes the tree under SOURCE as tar chunks of about SIZE (default 256M)\n"
+		     "in DEST, with the snapshot DEST/" DLC_SNAPSHOT_PACKED_NAME "; mount DEST\n"
+		     "to read the original tree.\n");
+}
+
+static int cmd_pack(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "chunk-size", required_argument, NULL, 'c' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct dlc_pack_options options = {
+		.chunk_size = DLC_DEFAULT_CHUNK_SIZE,
+		.crawl_threads = DLC_DEFAULT_CRAWL_THREADS,
+		.progress = isatty(STDERR_FILENO),
+		.stop = &pack_stop,
+	};
+	struct sigaction action = { .sa_handler = stop_pack };
+	struct dlc_pack_result result;
+	char *cause = NULL, *end;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			if (dlc_parse_size(optarg, &options.chunk_size) < 0 ||
+			    options.chunk_size < 4096) {
+				fprintf(stderr, "dlcache: --chunk-size '%s' is not a size of at least 4K; write e.g. --chunk-size 256M.\n", optarg);
+				return 1;
+			}
+			break;
+		case 't':
+			errno = 0;
+			options.crawl_threads = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || *end || options.crawl_threads < 1 || options.crawl_threads > 256) {
+				fprintf(stderr, "dlcache: --threads '%s' is not a number from 1 to 256; pick one such as 16.\n", optarg);
+				return 1;
+			}
+			break;
+		case 'h':
+			pack_usage(stdout);
+			return 0;
+		default:
+			pack_usage(stderr);
+			return 1;
+		}
+	}
+	if (optind + 2 != argc) {
+		fprintf(stderr, "dlcache: pack needs a SOURCE and a DEST directory; usage: dlcache pack SOURCE DEST [--chunk-size SIZE].\n");
+		return 1;
+	}
+	sigemptyset(&action.sa_mask);
+	sigaction(SIGINT, &action, NULL);
+	sigaction(SIGTERM, &action, NULL);
+	sigaction(SIGHUP, &action, NULL);
+	rc = dlc_pack(argv[optind], argv[optind + 1], &options, &result, &cause);
+	if (rc < 0) {
+		print_cause("cannot pack", cause, rc);
+		return rc == -EINTR ? 130 : 1;
+	}
+	printf("%s: %llu files (%llu bytes) in %u chunks, snapshot %s/%s\n", argv[optind + 1],
+	       (unsigned long long)result.files, (unsigned long long)result.bytes, result.chunks,
+	       argv[optind + 1], DLC_SNAPSHOT_PACKED_NAME);
 	return 0;
 }
 
@@ -396,6 +554,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: dlcache mount SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d]\n"
 		"       dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		"       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
+		"       dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
 		"       dlcache stat MOUNT [--json]\n"
 		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
@@ -419,6 +579,8 @@ int main(int argc, char **argv)
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stat") == 0)
 		return cmd_stat(argc - 1, argv + 1);
+	if (strcmp(argv[1], "pack") == 0)
+		return cmd_pack(argc - 1, argv + 1);
 	if (strcmp(argv[1], "simulate") == 0)
 		return dlc_simulate_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
@@ -429,6 +591,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, stat or simulate (see dlcache --help).\n", argv[1]);
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat or simulate (see dlcache --help).\n", argv[1]);
 	return 1;
 }

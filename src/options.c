@@ -36,6 +36,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/options.h"
+#include "dlcache/snapshot.h"
 
 #define MAX_CRAWL_THREADS 256
 #define MAX_PREFETCH_THREADS 256
@@ -66,6 +67,7 @@ enum option_key {
 	KEY_FSNAME,
 	KEY_CONTROL_UID,
 	KEY_CONTROL_GID,
+	KEY_CHUNK_FETCH,
 	KEY_KERNEL_FLAG,   /* passed to the FUSE mount as written */
 	KEY_FOREGROUND,
 	KEY_DEBUG,
@@ -103,6 +105,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("control_uid=", KEY_CONTROL_UID),
 	FUSE_OPT_KEY("control_gid=", KEY_CONTROL_GID),
+	FUSE_OPT_KEY("chunk_fetch=", KEY_CHUNK_FETCH),
 
 	FUSE_OPT_KEY("nosuid", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("suid", KEY_KERNEL_FLAG),
@@ -478,6 +481,7 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	struct parse_state *state = data;
 	struct dlc_options *opts = state->opts;
 	const char *value = strchr(arg, '=');
+	unsigned number;
 	int rc;
 
 	(void)outargs;
@@ -552,6 +556,13 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  "nfs_timeout '%s' is outside 1s to 60m; write e.g. nfs_timeout=30s.",
 					  value);
 		return rc;
+	case KEY_CHUNK_FETCH:
+		if (parse_unsigned(value, 0, 1, &number) < 0)
+			return parse_fail(state, -EINVAL,
+					  "chunk_fetch '%s' is neither 0 nor 1; write chunk_fetch=1 to read a packed source's chunks whole.",
+					  value);
+		opts->chunk_fetch = number == 1;
+		return 0;
 	case KEY_REFRESH:
 		opts->refresh = true;
 		return 0;
@@ -959,6 +970,24 @@ static int validate_snapshot(struct dlc_options *opts, char **cause)
 	char *resolved;
 	int rc;
 
+	/* A packed source carries its snapshot (dlcache pack, snapshot --tar). */
+	if (!given && opts->source[0] == '/') {
+		if (asprintf(&opts->snapshot, "%s/" DLC_SNAPSHOT_PACKED_NAME, opts->source) < 0) {
+			opts->snapshot = NULL;
+			dlc_cause_set(cause, "out of memory while choosing the snapshot file.");
+			return -ENOMEM;
+		}
+		given = stat(opts->snapshot, &st) == 0 && S_ISREG(st.st_mode);
+		if (given && opts->refresh) {
+			dlc_cause_set(cause, "source '%s' is packed (it holds " DLC_SNAPSHOT_PACKED_NAME "), and refresh would crawl its chunks as files; drop refresh, or pack the dataset again with dlcache pack.",
+				      opts->source);
+			return -EINVAL;
+		}
+		if (!given) {
+			free(opts->snapshot);
+			opts->snapshot = NULL;
+		}
+	}
 	if (!given) {
 		if (asprintf(&opts->snapshot, "%s/snapshot.db", opts->cache_dir) < 0) {
 			opts->snapshot = NULL;
@@ -1106,7 +1135,10 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    cache_max_file=SIZE    larger files are never cached (default: 64M)\n"
 		"    policy=NAME            importance, freeze, lru or none\n"
 		"                           (default: importance)\n"
-		"    snapshot=FILE          metadata snapshot (default: CACHE_DIR/snapshot.db)\n"
+		"    snapshot=FILE          metadata snapshot (default: SOURCE/dlcache.snapshot\n"
+		"                           when SOURCE is packed, else CACHE_DIR/snapshot.db)\n"
+		"    chunk_fetch=0|1        packed sources: a miss reads its whole chunk and\n"
+		"                           offers every file in it to the cache (default: 0)\n"
 		"    refresh                crawl the source again and rewrite the snapshot\n"
 		"                           (default: off)\n"
 		"    crawl_threads=N        threads crawling the source, 1-%d (default: %d)\n"

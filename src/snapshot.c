@@ -1,8 +1,10 @@
 /*
  * snapshot.c - the dataset's namespace in memory: loads a snapshot file into
  * an immutable index and answers lookups, path resolution and paths from it.
- * The file is crawled and written by snapshot_build.c; snapshot_private.h
- * holds the little the two halves share.
+ * The file is crawled by snapshot_build.c and written by snapshot_write.c;
+ * what only packed snapshots have (chunks, where each file lies) is loaded
+ * with the help of snapshot_packed.c into an array of its own, so a tree
+ * snapshot pays nothing for it.  snapshot_private.h holds what they share.
  *
  * Load.  One SELECT in inode order fills one array of struct dlc_node
  * (nodes[ino - 1]) and one pool of NUL-terminated names (a symlink's target
@@ -35,20 +37,6 @@
 #include "dlcache/cause.h"
 #include "dlcache/snapshot.h"
 #include "snapshot_private.h"
-
-struct dlc_snapshot {
-	struct dlc_node *nodes;      /* nodes[ino - 1] */
-	uint32_t count;
-	char *pool;                  /* names, each NUL-terminated; symlink targets after their name */
-	size_t pool_len;
-	char *source;
-	uint64_t total_bytes;
-	uint64_t id;                 /* xxh3 of nodes and pool: the namespace's identity */
-	/* The path index, built on the first resolve (see path_index_build). */
-	pthread_mutex_t index_lock;  /* serializes the build */
-	_Atomic(uint64_t *) index;   /* slots: hash tag << 32 | ino, 0 = empty */
-	uint64_t index_mask;
-};
 
 #define HUGE_PAGE (2u << 20)
 
@@ -138,6 +126,7 @@ struct loader {
 	struct dlc_snapshot *snapshot;
 	size_t nodes_cap;
 	size_t pool_cap;
+	bool packed;                 /* the meta table says layout "tar" */
 	char **cause;
 };
 
@@ -159,8 +148,9 @@ static int damaged(struct loader *loader, const char *fmt, ...)
 	if (vasprintf(&detail, fmt, ap) < 0)
 		detail = NULL;
 	va_end(ap);
-	dlc_cause_set(loader->cause, "snapshot %s is damaged (%s); rebuild it with dlcache "
-		  "snapshot or -o refresh", loader->file, detail ? detail : "?");
+	dlc_cause_set(loader->cause, "snapshot %s is damaged (%s); rebuild it with %s",
+		      loader->file, detail ? detail : "?", loader->packed ?
+		      "dlcache pack or dlcache snapshot --tar" : "dlcache snapshot or -o refresh");
 	free(detail);
 	return -EINVAL;
 }
@@ -185,13 +175,19 @@ static int pool_add(struct loader *loader, const char *text, size_t len, uint32_
 	return 0;
 }
 
-/* Reads the meta table: the format must be ours; keeps source and the entry count. */
-static int load_meta(struct loader *loader, sqlite3 *db, uint64_t *entries_hint)
+/*
+ * Reads the meta table: the format must be one of ours and agree with the
+ * layout; keeps source and the entry count, and sets *packed.
+ */
+static int load_meta(struct loader *loader, sqlite3 *db, uint64_t *entries_hint, bool *packed)
 {
 	sqlite3_stmt *stmt;
-	bool format_ok = false;
+	bool format_ok = false, layout_ok = true;
+	int64_t format_number = 0;
 	char *format = NULL;
 	int rc, src;
+
+	*packed = false;
 
 	src = sqlite3_prepare_v2(db, "SELECT key, value FROM meta", -1, &stmt, NULL);
 	if (src != SQLITE_OK) {
@@ -208,8 +204,14 @@ static int load_meta(struct loader *loader, sqlite3 *db, uint64_t *entries_hint)
 		if (strcmp(key, "format") == 0) {
 			free(format);
 			format = strdup(value ? value : "NULL");
+			format_number = sqlite3_column_int64(stmt, 1);
 			format_ok = sqlite3_column_type(stmt, 1) == SQLITE_INTEGER &&
-				    sqlite3_column_int64(stmt, 1) == SNAPSHOT_FORMAT;
+				    (format_number == SNAPSHOT_FORMAT ||
+				     format_number == SNAPSHOT_FORMAT_PACKED);
+		} else if (strcmp(key, "layout") == 0) {
+			*packed = value && strcmp(value, "tar") == 0;
+			loader->packed = *packed;
+			layout_ok = value && (*packed || strcmp(value, "tree") == 0);
 		} else if (strcmp(key, "source") == 0 && value && !loader->snapshot->source) {
 			loader->snapshot->source = strdup(value);
 			if (!loader->snapshot->source)
@@ -238,10 +240,46 @@ static int load_meta(struct loader *loader, sqlite3 *db, uint64_t *entries_hint)
 		not_snapshot(loader->cause, loader->file, detail ? detail : "no format");
 		free(detail);
 		rc = -EINVAL;
+	} else if (!layout_ok || *packed != (format_number == SNAPSHOT_FORMAT_PACKED)) {
+		rc = damaged(loader, "its layout does not match its format %" PRId64, format_number);
 	}
 out:
 	free(format);
 	return rc;
+}
+
+/*
+ * Packed snapshots: checks and stores where the row stmt is on lies (columns
+ * 10 to 12: chunk, data_offset, hash), which must be inside its chunk.
+ */
+static int load_location(struct loader *loader, sqlite3_stmt *stmt, uint64_t ino, bool file,
+			 uint64_t size)
+{
+	struct snapshot_chunks *chunks = loader->snapshot->chunks;
+	struct snapshot_location *location;
+	int64_t chunk = sqlite3_column_int64(stmt, 10);
+	int64_t offset = sqlite3_column_int64(stmt, 11);
+
+	if (dlc_snapshot_grow_array(&chunks->locations, &chunks->locations_cap, ino,
+				    sizeof(*chunks->locations)) < 0) {
+		dlc_cause_set(loader->cause, "out of memory while loading snapshot %s", loader->file);
+		return -ENOMEM;
+	}
+	location = &chunks->locations[ino - 1];
+	*location = (struct snapshot_location){ 0 };
+	if (!file)
+		return 0;
+	if (sqlite3_column_type(stmt, 10) != SQLITE_INTEGER ||
+	    sqlite3_column_type(stmt, 11) != SQLITE_INTEGER ||
+	    sqlite3_column_type(stmt, 12) != SQLITE_INTEGER)
+		return damaged(loader, "file %" PRIu64 " has no chunk, offset or hash", ino);
+	if (chunk < 0 || chunk >= chunks->count || offset < 0 ||
+	    (uint64_t)offset > chunks->sizes[chunk] || size > chunks->sizes[chunk] - (uint64_t)offset)
+		return damaged(loader, "file %" PRIu64 " lies outside its chunk", ino);
+	location->chunk = (uint32_t)chunk;
+	location->offset = (uint64_t)offset;
+	location->hash = (uint64_t)sqlite3_column_int64(stmt, 12);
+	return 0;
 }
 
 /* Checks and appends the row stmt is on, which must be inode count + 1. */
@@ -321,6 +359,11 @@ static int load_row(struct loader *loader, sqlite3_stmt *stmt)
 	}
 	if (kind == S_IFREG)
 		snapshot->total_bytes += (uint64_t)size;
+	if (snapshot->chunks) {
+		rc = load_location(loader, stmt, ino, kind == S_IFREG, (uint64_t)size);
+		if (rc < 0)
+			return rc;
+	}
 
 	if (ino != DLC_SNAPSHOT_ROOT_INO) {
 		struct dlc_node *dir = &snapshot->nodes[parent - 1];
@@ -346,7 +389,10 @@ static int load_entries(struct loader *loader, sqlite3 *db)
 	sqlite3_stmt *stmt;
 	int rc = 0, src;
 
-	src = sqlite3_prepare_v2(db,
+	src = sqlite3_prepare_v2(db, snapshot->chunks ?
+				 "SELECT ino, parent, name, mode, uid, gid, size, mtime_sec,"
+				 " mtime_nsec, target, chunk, data_offset, hash FROM entries"
+				 " ORDER BY ino" :
 				 "SELECT ino, parent, name, mode, uid, gid, size, mtime_sec,"
 				 " mtime_nsec, target FROM entries ORDER BY ino",
 				 -1, &stmt, NULL);
@@ -379,6 +425,7 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	uint64_t hint = 0;
 	sqlite3 *db = NULL;
 	struct stat st;
+	bool packed;
 	int rc, src;
 
 	if (cause)
@@ -413,7 +460,9 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 			  db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
 		goto err;
 	}
-	rc = load_meta(&loader, db, &hint);
+	rc = load_meta(&loader, db, &hint, &packed);
+	if (rc == 0 && packed)
+		rc = dlc_snapshot_load_chunks(snapshot, db, file, cause);
 	if (rc < 0)
 		goto err;
 	/* Presize from the recorded count, but never beyond what the file can
@@ -425,7 +474,11 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	if (hint && (dlc_snapshot_grow_array(&snapshot->nodes, &loader.nodes_cap, hint,
 					     sizeof(*snapshot->nodes)) < 0 ||
 		     dlc_snapshot_grow_array(&snapshot->pool, &loader.pool_cap,
-					     hint * 24, 1) < 0)) {
+					     hint * 24, 1) < 0 ||
+		     (snapshot->chunks &&
+		      dlc_snapshot_grow_array(&snapshot->chunks->locations,
+					      &snapshot->chunks->locations_cap, hint,
+					      sizeof(*snapshot->chunks->locations)) < 0))) {
 		rc = -ENOMEM;
 		dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
 		goto err;
@@ -446,6 +499,9 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	}
 	shrink_array(&snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes));
 	shrink_array(&snapshot->pool, snapshot->pool_len);
+	if (snapshot->chunks)
+		shrink_array(&snapshot->chunks->locations,
+			     snapshot->count * sizeof(*snapshot->chunks->locations));
 	/* Lookups and resolves touch both at random. */
 	move_to_huge(&snapshot->nodes, snapshot->count * sizeof(*snapshot->nodes));
 	move_to_huge(&snapshot->pool, snapshot->pool_len);
@@ -467,6 +523,7 @@ void dlc_snapshot_free(struct dlc_snapshot *snapshot)
 	free(snapshot->nodes);
 	free(snapshot->pool);
 	free(snapshot->source);
+	dlc_snapshot_free_chunks(snapshot->chunks);
 	free(atomic_load(&snapshot->index));
 	pthread_mutex_destroy(&snapshot->index_lock);
 	free(snapshot);
@@ -732,6 +789,13 @@ size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot)
 	size_t index = atomic_load(&((struct dlc_snapshot *)snapshot)->index) ?
 		       (snapshot->index_mask + 1) * sizeof(uint64_t) : 0;
 
+	size_t packed = 0;
+
+	if (snapshot->chunks)
+		packed = sizeof(*snapshot->chunks) +
+			 (size_t)snapshot->count * sizeof(*snapshot->chunks->locations) +
+			 snapshot->chunks->count * (sizeof(char *) + sizeof(uint64_t)) +
+			 snapshot->chunks->path_bytes;
 	return sizeof(*snapshot) + (size_t)snapshot->count * sizeof(*snapshot->nodes) +
-	       snapshot->pool_len + strlen(snapshot->source) + 1 + index;
+	       snapshot->pool_len + strlen(snapshot->source) + 1 + index + packed;
 }

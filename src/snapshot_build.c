@@ -8,8 +8,8 @@
  * contiguously to one array of crawl nodes and pushes a job for every child
  * directory.  When the crawl is over, nodes are numbered breadth-first from
  * the root (inode 1), which keeps every directory's children contiguous and
- * sorted, and written to FILE.tmp in one transaction; FILE.tmp is fsynced
- * and renamed over FILE, and FILE's directory is fsynced.
+ * sorted, and written through the snapshot writer (snapshot_write.c), which
+ * puts FILE in place only when it is whole.
  *
  * INVARIANTS (crawl).  struct crawl's nodes, blocks, jobs, busy, error and
  * cause are guarded by crawl.lock; a worker touches them only while holding
@@ -21,9 +21,7 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,7 +29,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "dlcache/cause.h"
 #include "dlcache/snapshot.h"
@@ -419,175 +416,32 @@ static int crawl_run(struct crawl *crawl, unsigned nthreads, char **cause)
  * Numbering and the SQLite file.
  */
 
-static const char schema_sql[] =
-	"PRAGMA journal_mode=OFF;"
-	"PRAGMA synchronous=OFF;"
-	"CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
-	"CREATE TABLE entries(ino INTEGER PRIMARY KEY, parent INTEGER NOT NULL,"
-	" name TEXT NOT NULL, mode INTEGER NOT NULL, uid INTEGER NOT NULL,"
-	" gid INTEGER NOT NULL, size INTEGER NOT NULL, mtime_sec INTEGER NOT NULL,"
-	" mtime_nsec INTEGER NOT NULL, target TEXT);"
-	"BEGIN;";
-
-static int write_meta(sqlite3 *db, const char *key, const char *text, int64_t number)
-{
-	sqlite3_stmt *stmt;
-	int rc;
-
-	rc = sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES(?, ?)", -1, &stmt,
-				NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-	if (text)
-		sqlite3_bind_text(stmt, 2, text, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_int64(stmt, 2, number);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-/* Writes every row of the crawl, in inode order, and the meta table. */
-static int write_rows(sqlite3 *db, const struct crawl *crawl, const char *source,
-		      const uint32_t *order, const uint32_t *ino_of)
-{
-	sqlite3_stmt *stmt;
-	int rc;
-
-	rc = sqlite3_prepare_v2(db,
-				"INSERT INTO entries(ino, parent, name, mode, uid, gid, size,"
-				" mtime_sec, mtime_nsec, target) VALUES(?,?,?,?,?,?,?,?,?,?)",
-				-1, &stmt, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	for (size_t i = 0; i < crawl->nnodes; i++) {
-		const struct crawl_node *node = &crawl->nodes[order[i]];
-		uint32_t parent = i == 0 ? DLC_SNAPSHOT_ROOT_INO : ino_of[node->parent];
-
-		sqlite3_bind_int64(stmt, 1, (sqlite3_int64)(i + 1));
-		sqlite3_bind_int64(stmt, 2, parent);
-		sqlite3_bind_text(stmt, 3, i == 0 ? "" : node->name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(stmt, 4, node->attr.mode);
-		sqlite3_bind_int64(stmt, 5, node->attr.uid);
-		sqlite3_bind_int64(stmt, 6, node->attr.gid);
-		sqlite3_bind_int64(stmt, 7, node->attr.size > INT64_MAX ? INT64_MAX
-									: (sqlite3_int64)node->attr.size);
-		sqlite3_bind_int64(stmt, 8, node->attr.mtime_sec);
-		sqlite3_bind_int64(stmt, 9, node->attr.mtime_nsec);
-		if (node->target)
-			sqlite3_bind_text(stmt, 10, node->target, -1, SQLITE_STATIC);
-		else
-			sqlite3_bind_null(stmt, 10);
-		rc = sqlite3_step(stmt);
-		if (rc != SQLITE_DONE)
-			goto out;
-		sqlite3_reset(stmt);
-	}
-	rc = write_meta(db, "format", NULL, SNAPSHOT_FORMAT);
-	if (rc == SQLITE_OK)
-		rc = write_meta(db, "source", source, 0);
-	if (rc == SQLITE_OK)
-		rc = write_meta(db, "created", NULL, (int64_t)time(NULL));
-	if (rc == SQLITE_OK)
-		rc = write_meta(db, "entries", NULL, (int64_t)crawl->nnodes);
-out:
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-static int fsync_path(const char *path, int flags)
-{
-	int fd = open(path, flags | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
-/* fsyncs the directory holding file, so that a rename into it is durable. */
-static int fsync_parent(const char *file)
-{
-	const char *slash = strrchr(file, '/');
-	char *dir;
-	int rc;
-
-	if (!slash)
-		return fsync_path(".", O_RDONLY | O_DIRECTORY);
-	dir = strndup(file, slash == file ? 1 : (size_t)(slash - file));
-	if (!dir)
-		return -ENOMEM;
-	rc = fsync_path(dir, O_RDONLY | O_DIRECTORY);
-	free(dir);
-	return rc;
-}
-
-/* Writes the numbered crawl to file through file.tmp. */
+/* Writes the numbered crawl to file through the snapshot writer. */
 static int write_snapshot(const struct crawl *crawl, const char *file, const char *source,
 			  const uint32_t *order, const uint32_t *ino_of, char **cause)
 {
-	sqlite3 *db = NULL;
-	char *tmp;
-	int rc, src;
+	struct dlc_snapshot_writer *writer;
+	int rc;
 
-	if (asprintf(&tmp, "%s.tmp", file) < 0) {
-		dlc_cause_set(cause, "out of memory while writing snapshot '%s'", file);
-		return -ENOMEM;
-	}
-	if (unlink(tmp) < 0 && errno != ENOENT) {
-		rc = -errno;
-		dlc_cause_set(cause, "cannot replace '%s': %s", tmp, strerror(-rc));
-		goto out;
-	}
-	src = sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			      SQLITE_OPEN_NOMUTEX, NULL);
-	if (src == SQLITE_OK)
-		src = sqlite3_exec(db, schema_sql, NULL, NULL, NULL);
-	if (src == SQLITE_OK)
-		src = write_rows(db, crawl, source, order, ino_of);
-	if (src == SQLITE_OK)
-		src = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-	if (src != SQLITE_OK) {
-		rc = dlc_snapshot_sqlite_errno(db);
-		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
-			  "exists and is writable", tmp, db && rc != -EIO ? strerror(-rc) :
-			  db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
-		goto err_unlink;
-	}
-	src = sqlite3_close(db);
-	db = NULL;
-	if (src != SQLITE_OK) {
-		rc = -EIO;
-		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
-			  "exists and is writable", tmp, sqlite3_errstr(src));
-		goto err_unlink;
-	}
-	rc = fsync_path(tmp, O_RDONLY);
-	if (rc == 0 && rename(tmp, file) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
-			  "exists and is writable", file, strerror(-rc));
-		goto err_unlink;
-	}
-	rc = fsync_parent(file);
-	if (rc == -EINVAL)
-		rc = 0;         /* a file system that cannot fsync a directory */
+	rc = dlc_snapshot_writer_open(file, source, false, &writer, cause);
 	if (rc < 0)
-		dlc_cause_set(cause, "cannot write snapshot '%s' (%s); check that its directory "
-			  "exists and is writable", file, strerror(-rc));
-	goto out;
+		return rc;
+	for (size_t i = 0; i < crawl->nnodes; i++) {
+		const struct crawl_node *node = &crawl->nodes[order[i]];
+		struct dlc_snapshot_row row = {
+			.parent = i == 0 ? DLC_SNAPSHOT_ROOT_INO : ino_of[node->parent],
+			.name = i == 0 ? "" : node->name,
+			.attr = node->attr,
+			.target = node->target,
+		};
 
-err_unlink:
-	sqlite3_close(db);
-	unlink(tmp);
-out:
-	free(tmp);
-	return rc;
+		rc = dlc_snapshot_writer_add(writer, &row, cause);
+		if (rc < 0) {
+			dlc_snapshot_writer_abort(writer);
+			return rc;
+		}
+	}
+	return dlc_snapshot_writer_commit(writer, NULL, cause);
 }
 
 /*

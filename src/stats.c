@@ -48,6 +48,9 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_REMOTE_ERRORS] = "remote_errors",
 	[DLC_STAT_PREFETCHES] = "prefetches",
 	[DLC_STAT_PREFETCH_HITS] = "prefetch_hits",
+	[DLC_STAT_CHUNK_READS] = "chunk_reads",
+	[DLC_STAT_CHUNK_ADMISSIONS] = "chunk_admissions",
+	[DLC_STAT_CHUNK_HITS] = "chunk_hits",
 	[DLC_STAT_CONTROL_LINES] = "control_lines",
 	[DLC_STAT_CONTROL_ERRORS] = "control_errors",
 };

@@ -17,7 +17,7 @@ dlc_install_packages() {
 }
 
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev libnfs-dev check)
+	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev check)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The training example and its test: PyTorch on the CPU, from Debian.
 DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)

@@ -10,7 +10,7 @@
  *
  * Thread-safety: every operation may be called from several threads at once,
  * and pread may be called on ONE file handle from several threads at once
- * (a tar chunk is opened once per mount and read by every reader thread): the
+ * (chunks.c opens a tar chunk once per mount and every reader thread reads it): the
  * posix driver's pread(2) is safe so, and the NFS driver, whose library is
  * not thread-safe, gives each concurrent call its own connection and opens
  * the file there as needed.  A handle is closed once, after every pread on

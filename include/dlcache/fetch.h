@@ -3,7 +3,8 @@
  * otherwise from the source, once however many readers want it at the same
  * time (single flight), then offered to the cache.
  *
- * Samples are small, so a miss reads the whole file.  Files larger than the
+ * Samples are small, so a miss reads the whole file (for a packed source:
+ * its byte range of a tar chunk, see chunks.h).  Files larger than the
  * mount's cache_max_file are never cached: they are read from the source in
  * the ranges asked for (the "direct" calls below).
  *
@@ -36,9 +37,17 @@ void dlc_blob_put(struct dlc_blob *blob);
 struct dlc_fetch; /* opaque */
 
 /* NULL on ENOMEM.  The arguments must outlive the fetcher; files larger than
- * max_file are never prefetched. */
+ * max_file are never prefetched.  A packed snapshot's files are read out of
+ * its chunks (chunks.h). */
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
 				   struct dlc_cache *cache, struct dlc_stats *stats, uint64_t max_file);
+
+/* The same; with chunk_fetch and a packed snapshot, the first miss on a
+ * chunk reads it whole and offers every member to the cache. */
+struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
+					  const struct dlc_snapshot *snapshot,
+					  struct dlc_cache *cache, struct dlc_stats *stats,
+					  uint64_t max_file, bool chunk_fetch);
 void dlc_fetch_free(struct dlc_fetch *fetch);
 
 /*
@@ -73,10 +82,11 @@ void dlc_fetch_stop(struct dlc_fetch *fetch);
  */
 int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
 
-/* Range reads from the source for files too large to cache (counted as bypasses). */
+/* Range reads from the source for files too large to cache (counted as
+ * bypasses).  For a packed source *out is NULL: reads go to the chunk. */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out);
-ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file, void *buf,
-			      size_t len, uint64_t off);
+ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file *file,
+			      void *buf, size_t len, uint64_t off);
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file);
 
 #endif

@@ -2,7 +2,9 @@
  * fs.h - the FUSE low-level file system: the only code that replies to the
  * kernel.  It serves the namespace from the snapshot, file bytes through
  * fetch.c, and the virtual files at the mount root: .stats (JSON), .control
- * (the job writes importance and commands), .cached (the cached paths).
+ * (the job writes importance and commands), .cached (the cached paths),
+ * .chunks (the chunk of every file of a packed source, for a chunk-wise
+ * sampler).
  */
 #ifndef DLCACHE_FS_H
 #define DLCACHE_FS_H
@@ -36,6 +38,7 @@ struct dlc_fs_context {
 #define DLC_FS_STATS_NAME ".stats"
 #define DLC_FS_CONTROL_NAME ".control"
 #define DLC_FS_CACHED_NAME ".cached"
+#define DLC_FS_CHUNKS_NAME ".chunks"
 
 /*
  * Creates the FUSE session for context with the command-line args (kernel

@@ -36,6 +36,7 @@ struct dlc_options {
 	uint64_t cache_max_file;    /* larger files are read from the source, never cached */
 	char *snapshot;             /* absolute; default CACHE_DIR/snapshot.db */
 	bool refresh;               /* rebuild the snapshot even if it exists */
+	bool chunk_fetch;           /* packed sources: a miss reads its whole chunk */
 	enum dlc_policy_kind policy;
 	unsigned crawl_threads;
 	unsigned threads;           /* most FUSE worker threads */
@@ -73,7 +74,9 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
  * (/var/cache/dlcache/HASH for root, ~/.cache/dlcache/HASH otherwise, HASH
  * from the source) and snapshot.  0, or -errno with *cause.
  * Also refused: a mountpoint that is the source or holds it, a cache_dir
- * inside the source, a snapshot= that does not exist without refresh.
+ * inside the source, a snapshot= that does not exist without refresh, and
+ * refresh of a packed source.  Without snapshot=, a source holding
+ * dlcache.snapshot (a packed source) is mounted with that snapshot.
  * source, mountpoint, cache_dir and snapshot come out canonical (realpath;
  * a cache_dir or snapshot that does not exist yet through its deepest
  * existing ancestor); a source not starting with '/' is left as written.

@@ -14,12 +14,25 @@
  * 70 bytes per ImageNet entry.
  *
  * On disk (SQLite, one file): table meta(key TEXT PRIMARY KEY, value) holds
- * "format" (1), "source", "created" (unix seconds), "entries"; table
+ * "format", "layout", "source", "created" (unix seconds), "entries"; table
  * entries(ino INTEGER PRIMARY KEY, parent, name, mode, uid, gid, size,
  * mtime_sec, mtime_nsec, target) holds one row per entry, root included.
  * A snapshot is written to FILE.tmp and renamed, so a crash never leaves a
  * half-written FILE; load checks the numbering rules above and refuses a file
  * that breaks them.
+ *
+ * Layouts.  A "tree" snapshot (format 1; files written before layouts
+ * existed have no "layout" and are trees) describes a source whose files are
+ * the dataset's files.  A "tar" snapshot (format 2, which older dlcache
+ * refuses) describes a packed source: the dataset's files are members of tar
+ * chunks (dlcache pack, or dlcache snapshot --tar over existing shards).  It
+ * adds table chunks(id INTEGER PRIMARY KEY, path, size), ids 0..n-1, paths
+ * relative to the source root, and three columns to entries: chunk,
+ * data_offset (of the member's first data byte in its chunk) and hash (the
+ * xxh3-64 of the member's bytes, as a signed 64-bit integer), set for
+ * regular files.  Only a packed snapshot pays for them in memory: 24 bytes
+ * per entry in an array of its own, plus the chunk paths; struct dlc_node
+ * stays 48 bytes.
  *
  * A loaded snapshot is immutable: every function below may be called from
  * any number of threads at once.  The first dlc_snapshot_resolve builds a
@@ -37,6 +50,10 @@
 #include "dlcache/backend.h"
 
 #define DLC_SNAPSHOT_ROOT_INO 1
+
+/* The snapshot that dlcache pack writes beside its chunks, and where a mount
+ * looks for one in its source: SOURCE/dlcache.snapshot makes SOURCE packed. */
+#define DLC_SNAPSHOT_PACKED_NAME "dlcache.snapshot"
 
 struct dlc_node {
 	uint64_t size;
@@ -106,5 +123,113 @@ uint64_t dlc_snapshot_id(const struct dlc_snapshot *snapshot);
 /* Sum of the sizes of regular files, and bytes held by the in-memory index. */
 uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot);
 size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot);
+
+/* ------------------------------------------------------------------------
+ * Packed snapshots (layout "tar").
+ */
+
+/* Where the bytes of one regular file lie in a packed source. */
+struct dlc_snapshot_member {
+	uint32_t chunk;             /* index of its chunk, 0..dlc_snapshot_chunk_count - 1 */
+	const char *chunk_path;     /* the chunk's path relative to the source root */
+	uint64_t offset;            /* of the file's first byte in the chunk */
+	uint64_t hash;              /* xxh3-64 of the file's bytes */
+};
+
+/* True for a packed snapshot: files are read from chunks (dlc_snapshot_chunk). */
+bool dlc_snapshot_packed(const struct dlc_snapshot *snapshot);
+
+/* Number of chunks (0 for a tree snapshot). */
+uint32_t dlc_snapshot_chunk_count(const struct dlc_snapshot *snapshot);
+
+/* Path of a chunk relative to the source root, or NULL out of range. */
+const char *dlc_snapshot_chunk_path(const struct dlc_snapshot *snapshot, uint32_t chunk);
+
+/* Size of a chunk when it was written or indexed, or 0 out of range. */
+uint64_t dlc_snapshot_chunk_size(const struct dlc_snapshot *snapshot, uint32_t chunk);
+
+/* Where regular file ino lies; 0, or -ENOENT when the snapshot is not packed
+ * or ino is not a regular file.  The member's bytes are
+ * [offset, offset + node size) of the chunk. */
+int dlc_snapshot_chunk(const struct dlc_snapshot *snapshot, uint64_t ino,
+		       struct dlc_snapshot_member *out);
+
+/*
+ * The .chunks text of a mount: for each regular file, in inode order,
+ * "CHUNK<TAB>PATH<NEWLINE>", CHUNK a decimal chunk index; empty for a tree
+ * snapshot.  malloc'd in *text (NULL when empty), its length in *len.
+ * 0 or -ENOMEM.
+ */
+int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text, size_t *len);
+
+/* Whether file holds a packed snapshot (false when it cannot be read). */
+bool dlc_snapshot_file_is_packed(const char *file);
+
+/*
+ * dlcache snapshot --tar: indexes existing tar shards in place.  Every
+ * regular file under the backend's root whose name ends in ".tar" is a
+ * chunk (in path order); its members (regular files, directories, symbolic
+ * links, hard links to earlier members; other kinds are skipped) become the
+ * tree.  By default each shard's members appear under the shard's own path
+ * without ".tar" (shards/train-0001.tar holds shards/train-0001/...); with
+ * merge, the members of all shards form one tree from the root.  A path
+ * that two members claim (unless both are directories) is refused, as are
+ * compressed or unreadable shards, sparse members and ".." in a name.
+ * Each member's bytes are read once, to record their xxh3.  Writes a packed
+ * snapshot to file; 0 or -errno with *cause.
+ */
+struct dlc_snapshot_tar_options {
+	bool merge;                 /* one tree from all shards, not one directory per shard */
+	bool progress;              /* "\rindexed ..." lines on stderr */
+};
+
+struct dlc_snapshot_tar_result {
+	uint64_t entries;           /* snapshot entries, root included */
+	uint64_t files;             /* regular files */
+	uint32_t shards;
+};
+
+int dlc_snapshot_index_tar(struct dlc_backend *backend, const char *file,
+			   const struct dlc_snapshot_tar_options *options,
+			   struct dlc_snapshot_tar_result *result, char **cause);
+
+/* ------------------------------------------------------------------------
+ * Writing a snapshot file row by row (the crawl, dlcache pack and the tar
+ * index all write through this).  Rows are added in inode order, the root
+ * first; the rules load checks are the caller's to keep.  The file appears
+ * only at commit (FILE.tmp, fsync, rename, fsync of the directory); abort or
+ * a crash leaves any older FILE as it was.
+ */
+
+struct dlc_snapshot_row {
+	uint32_t parent;                    /* inode of the parent; the root's is 1 */
+	const char *name;                   /* one component; "" for the root */
+	struct dlc_backend_attr attr;
+	const char *target;                 /* symlinks: the link's text; else NULL */
+	struct dlc_snapshot_member member;  /* packed, regular files: chunk, offset, hash */
+};
+
+struct dlc_snapshot_writer; /* opaque */
+
+/* Starts FILE.tmp; packed writes layout "tar" (chunks and member columns).
+ * 0, or -errno with *cause. */
+int dlc_snapshot_writer_open(const char *file, const char *source, bool packed,
+			     struct dlc_snapshot_writer **out, char **cause);
+
+/* Appends the row of the next inode (1, 2, ...).  0, or -errno with *cause. */
+int dlc_snapshot_writer_add(struct dlc_snapshot_writer *writer,
+			    const struct dlc_snapshot_row *row, char **cause);
+
+/* Appends the next chunk (ids 0, 1, ...) of a packed snapshot. */
+int dlc_snapshot_writer_add_chunk(struct dlc_snapshot_writer *writer, const char *path,
+				  uint64_t size, char **cause);
+
+/* Writes the meta table and puts FILE in place; frees writer whatever
+ * happens.  On success *entries (if not NULL) holds the number of rows. */
+int dlc_snapshot_writer_commit(struct dlc_snapshot_writer *writer, uint64_t *entries,
+			       char **cause);
+
+/* Drops FILE.tmp and frees writer (NULL is fine). */
+void dlc_snapshot_writer_abort(struct dlc_snapshot_writer *writer);
 
 #endif

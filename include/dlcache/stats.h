@@ -33,6 +33,9 @@ enum dlc_stat {
 	DLC_STAT_REMOTE_ERRORS,        /* reads failed because the remote failed */
 	DLC_STAT_PREFETCHES,           /* files fetched by prefetch workers */
 	DLC_STAT_PREFETCH_HITS,        /* opens served from prefetched bytes (also hits) */
+	DLC_STAT_CHUNK_READS,          /* whole chunks read in one pass (chunk_fetch) */
+	DLC_STAT_CHUNK_ADMISSIONS,     /* members those reads admitted on their own thread */
+	DLC_STAT_CHUNK_HITS,           /* opens served from refused members held in memory */
 	DLC_STAT_CONTROL_LINES,
 	DLC_STAT_CONTROL_ERRORS,
 	DLC_STAT_COUNT,

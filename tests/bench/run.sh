@@ -7,7 +7,7 @@
 # tests/deps.sh) and deletes its trees.
 set -euo pipefail
 cd "$(dirname "$0")"
-for bench in metadata.sh control_ingest.sh read.sh prefetch.sh train.sh nfs.sh; do
+for bench in metadata.sh control_ingest.sh read.sh prefetch.sh train.sh nfs.sh tar.sh; do
 	echo "=== tests/bench/$bench"
 	bash "$bench"
 done

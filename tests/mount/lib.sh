@@ -75,8 +75,13 @@ PY
 # start_daemon [MOUNT OPTIONS]: mounts $DLC_SOURCE (default $SRC) on $MNT in
 # the foreground with a cache in $CACHE and waits until the mount answers.
 start_daemon() {
-	local opts="cache_dir=$CACHE,log_level=warning${1:+,$1}"
-	"$DLCACHE" mount "${DLC_SOURCE:-$SRC}" "$MNT" -f -o "$opts" 2>>"$LOG" &
+	start_daemon_from "${DLC_SOURCE:-$SRC}" "${1:-}"
+}
+
+# start_daemon_from SOURCE [MOUNT OPTIONS]: the same with another source.
+start_daemon_from() {
+	local opts="cache_dir=$CACHE,log_level=warning${2:+,$2}"
+	"$DLCACHE" mount "$1" "$MNT" -f -o "$opts" 2>>"$LOG" &
 	DAEMON_PID=$!
 	wait_mounted
 }

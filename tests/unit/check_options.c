@@ -304,6 +304,9 @@ static const struct bad_case bad_cases[] = {
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=0", NULL }, "crawl_threads '0'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "prefetch_threads=0", NULL }, "prefetch_threads '0'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "prefetch_window=many", NULL }, "prefetch_window 'many'" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "chunk_fetch=2", NULL }, "chunk_fetch '2' is neither 0 nor 1" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "chunk_fetch=yes", NULL }, "chunk_fetch 'yes'" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "chunk_fetch", NULL }, "needs a value" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=257", NULL },
 	  "from 1 to 256" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=four", NULL },
@@ -453,6 +456,15 @@ START_TEST(test_prefetch_options)
 	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
 	ck_assert_uint_eq(opts.prefetch_threads, DLC_DEFAULT_PREFETCH_THREADS);
 	ck_assert_uint_eq(opts.prefetch_window, DLC_DEFAULT_PREFETCH_WINDOW);
+	ck_assert(!opts.chunk_fetch);
+	dlc_options_free(&opts);
+	argv[4] = (char *)"chunk_fetch=1";
+	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
+	ck_assert(opts.chunk_fetch);
+	dlc_options_free(&opts);
+	argv[4] = (char *)"chunk_fetch=1,chunk_fetch=0";
+	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
+	ck_assert(!opts.chunk_fetch);
 	dlc_options_free(&opts);
 }
 END_TEST
@@ -464,7 +476,7 @@ START_TEST(test_usage_lists_every_option)
 		"refresh", "crawl_threads=", "threads=", "prefetch_threads=", "prefetch_window=",
 		"log_level=", "source_delay=",
 		"source_bw=", "source_fail_every=", "allow_other", "fsname=", "control_uid=",
-		"control_gid=", "nosuid",
+		"control_gid=", "chunk_fetch=", "dlcache.snapshot", "nosuid",
 		"nodev", "noexec", "noatime", "dirsync", "_netdev", "x-*", "-f", "-d",
 		"--help", "--version", "10G", "64M", "freeze",
 	};
@@ -963,6 +975,28 @@ START_TEST(test_validate_snapshot)
 }
 END_TEST
 
+/* A source holding dlcache.snapshot is packed: that is its snapshot. */
+START_TEST(test_validate_packed_source)
+{
+	struct dlc_options opts;
+	char *packed = tmp_path("src/dlcache.snapshot");
+	char *given = tmp_path("local/snap.db");
+
+	make_file("src/dlcache.snapshot");
+	expect_valid("T/src", "T/mnt", NULL, &opts);
+	ck_assert_str_eq(opts.snapshot, packed);
+	dlc_options_free(&opts);
+	expect_invalid("T/src", "T/mnt", "refresh", "is packed");
+	/* snapshot= still wins. */
+	make_file("local/snap.db");
+	expect_valid("T/src", "T/mnt", "snapshot=T/local/snap.db", &opts);
+	ck_assert_str_eq(opts.snapshot, given);
+	dlc_options_free(&opts);
+	free(packed);
+	free(given);
+}
+END_TEST
+
 START_TEST(test_validate_needs_arguments)
 {
 	struct dlc_options opts;
@@ -1016,6 +1050,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_validate_cache_dir_inside_source);
 	tcase_add_test(tc, test_validate_cache_dir_is_file);
 	tcase_add_test(tc, test_validate_snapshot);
+	tcase_add_test(tc, test_validate_packed_source);
 	tcase_add_test(tc, test_validate_needs_arguments);
 	suite_add_tcase(s, tc);
 	return s;

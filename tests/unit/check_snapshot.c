@@ -647,7 +647,9 @@ static const struct {
 	const char *sql;
 	const char *phrase;
 } damages[] = {
-	{ "UPDATE meta SET value = 2 WHERE key = 'format'", "(format 2)" },
+	{ "UPDATE meta SET value = 3 WHERE key = 'format'", "(format 3)" },
+	{ "UPDATE meta SET value = 2 WHERE key = 'format'", "layout does not match" },
+	{ "UPDATE meta SET value = 'zip' WHERE key = 'layout'", "layout does not match" },
 	{ "DELETE FROM meta WHERE key = 'format'", "(no format)" },
 	{ "DELETE FROM entries", "no root" },
 	{ "UPDATE entries SET parent = 2 WHERE ino = 1", "root" },
@@ -669,6 +671,33 @@ static const struct {
 	{ "UPDATE entries SET size = -1 WHERE ino = 2", "out of range" },
 	{ "UPDATE entries SET target = NULL WHERE target IS NOT NULL", "target" },
 };
+
+/* Snapshots written before layouts existed have no "layout": they are trees. */
+START_TEST(test_snapshot_without_layout_loads_as_a_tree)
+{
+	struct dlc_snapshot *loaded = NULL;
+	char file[PATH_MAX];
+	char *cause = NULL;
+	char *text = NULL;
+	size_t len = 1;
+	struct dlc_snapshot_member member;
+
+	damage_copy("DELETE FROM meta WHERE key = 'layout'", file);
+	ck_assert_int_eq(dlc_snapshot_load(file, &loaded, &cause), 0);
+	ck_assert_ptr_null(cause);
+	ck_assert_uint_eq(dlc_snapshot_count(loaded), dlc_snapshot_count(snap));
+	ck_assert_uint_eq(dlc_snapshot_id(loaded), dlc_snapshot_id(snap));
+	ck_assert(!dlc_snapshot_packed(loaded));
+	ck_assert_uint_eq(dlc_snapshot_chunk_count(loaded), 0);
+	ck_assert_ptr_null(dlc_snapshot_chunk_path(loaded, 0));
+	ck_assert_int_eq(dlc_snapshot_chunk(loaded, 2, &member), -ENOENT);
+	ck_assert_int_eq(dlc_snapshot_render_chunks(loaded, &text, &len), 0);
+	ck_assert_ptr_null(text);
+	ck_assert_uint_eq(len, 0);
+	ck_assert(!dlc_snapshot_file_is_packed(file));
+	dlc_snapshot_free(loaded);
+}
+END_TEST
 
 START_TEST(test_damaged_snapshot_is_refused)
 {
@@ -978,6 +1007,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_bad_sources_are_refused);
 	tcase_add_test(tc, test_missing_snapshot_is_refused);
 	tcase_add_test(tc, test_foreign_file_is_refused);
+	tcase_add_test(tc, test_snapshot_without_layout_loads_as_a_tree);
 	tcase_add_loop_test(tc, test_damaged_snapshot_is_refused, 0,
 			    (int)(sizeof(damages) / sizeof(damages[0])));
 	suite_add_tcase(s, tc);

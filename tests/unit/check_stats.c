@@ -28,7 +28,7 @@
 static const char *const expected_names[DLC_STAT_COUNT] = {
 	"hits", "misses", "bytes_from_cache", "bytes_from_remote", "admissions",
 	"evictions", "bypasses", "corrupt", "remote_errors", "prefetches", "prefetch_hits",
-	"control_lines", "control_errors",
+	"chunk_reads", "chunk_admissions", "chunk_hits", "control_lines", "control_errors",
 };
 
 static struct dlc_stats stats;
@@ -261,8 +261,8 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		lines++;
 		s = end + 1;
 	}
-	/* 4 identity + 12 counters + 2, remote_ops 9, cache 6, snapshot 5,
-	 * lifetime 14, and the document's braces */
+	/* 4 identity + the counters + 4, remote_ops 9, cache 6, snapshot 5,
+	 * lifetime (the counters + 2), and the document's braces */
 	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
@@ -274,12 +274,12 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[28];
+		const char *keys[32];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
 			  "bypasses", "corrupt", "remote_errors", "prefetches", "prefetch_hits",
-			  "control_lines",
+			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
@@ -287,7 +287,8 @@ START_TEST(test_every_key_once_per_object)
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
 		{ "lifetime", { "hits", "misses", "bytes_from_cache", "bytes_from_remote",
 				"admissions", "evictions", "bypasses", "corrupt", "remote_errors",
-				"prefetches", "prefetch_hits", "control_lines", "control_errors" } },
+				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
+				"control_lines", "control_errors" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);
@@ -449,7 +450,7 @@ START_TEST(test_totals_round_trip)
 	ck_assert_ptr_nonnull(text);
 	ck_assert_str_eq(strstr(text, "hits "), text);
 	ck_assert_ptr_nonnull(strstr(text, "\nmisses 1002\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\ncontrol_errors 12013\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ncontrol_errors 15016\n"));
 
 	dlc_stats_init(&restored);
 	ck_assert_int_eq(dlc_stats_totals_decode(&restored, text), 0);

@@ -1,0 +1,219 @@
+/*
+ * snapshot_packed.c - what only packed snapshots have: the chunks table and
+ * where each regular file lies in a chunk (loaded for snapshot.c, answered
+ * by dlc_snapshot_chunk), and the .chunks listing.  The packed snapshots
+ * themselves are written by pack.c and snapshot_tar.c.
+ *
+ * A packed source is a directory of tar chunks plus the snapshot.  Each
+ * regular file of the tree is one member of one chunk; the snapshot keeps
+ * the member's chunk, the offset of its first data byte and the xxh3 of its
+ * bytes, so a read is one pread of the chunk and a check, and a damaged
+ * chunk can never hand out wrong bytes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dlcache/cause.h"
+#include "dlcache/snapshot.h"
+#include "snapshot_private.h"
+
+/* ------------------------------------------------------------------------
+ * Loading and answering.
+ */
+
+/* Whether path is relative and canonical: no empty, "." or ".." component. */
+static bool canonical_relative(const char *path)
+{
+	const char *component = path;
+
+	if (!*path)
+		return false;
+	for (;;) {
+		const char *slash = strchr(component, '/');
+		size_t len = slash ? (size_t)(slash - component) : strlen(component);
+
+		if (len == 0 || (component[0] == '.' && (len == 1 || (len == 2 && component[1] == '.'))))
+			return false;
+		if (!slash)
+			return true;
+		component = slash + 1;
+	}
+}
+
+static int chunks_damaged(char **cause, const char *file, const char *detail, int64_t id)
+{
+	dlc_cause_set(cause, "snapshot %s is damaged (chunk %" PRId64 " %s); rebuild it with "
+		      "dlcache pack or dlcache snapshot --tar", file, id, detail);
+	return -EINVAL;
+}
+
+int dlc_snapshot_load_chunks(struct dlc_snapshot *snapshot, sqlite3 *db, const char *file,
+			     char **cause)
+{
+	struct snapshot_chunks *chunks = calloc(1, sizeof(*chunks));
+	size_t paths_cap = 0, sizes_cap = 0;
+	sqlite3_stmt *stmt = NULL;
+	int rc = 0, src;
+
+	if (!chunks)
+		goto err_oom;
+	snapshot->chunks = chunks;
+	src = sqlite3_prepare_v2(db, "SELECT id, path, size FROM chunks ORDER BY id", -1, &stmt,
+				 NULL);
+	if (src != SQLITE_OK) {
+		dlc_cause_set(cause, "snapshot %s is damaged (%s); rebuild it with dlcache pack "
+			      "or dlcache snapshot --tar", file, sqlite3_errmsg(db));
+		return -EINVAL;
+	}
+	while ((src = sqlite3_step(stmt)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(stmt, 0);
+		const char *path = (const char *)sqlite3_column_text(stmt, 1);
+		int64_t size = sqlite3_column_int64(stmt, 2);
+
+		if (id != chunks->count || id >= UINT32_MAX) {
+			rc = chunks_damaged(cause, file, "is out of order", id);
+			goto out;
+		}
+		if (!path || strlen(path) != (size_t)sqlite3_column_bytes(stmt, 1) ||
+		    !canonical_relative(path)) {
+			rc = chunks_damaged(cause, file, "has an invalid path", id);
+			goto out;
+		}
+		if (sqlite3_column_type(stmt, 2) != SQLITE_INTEGER || size < 0) {
+			rc = chunks_damaged(cause, file, "has an invalid size", id);
+			goto out;
+		}
+		if (dlc_snapshot_grow_array(&chunks->paths, &paths_cap, chunks->count + 1,
+					    sizeof(*chunks->paths)) < 0 ||
+		    dlc_snapshot_grow_array(&chunks->sizes, &sizes_cap, chunks->count + 1,
+					    sizeof(*chunks->sizes)) < 0 ||
+		    !(chunks->paths[chunks->count] = strdup(path))) {
+			sqlite3_finalize(stmt);
+			goto err_oom;
+		}
+		chunks->sizes[chunks->count++] = (uint64_t)size;
+		chunks->path_bytes += strlen(path) + 1;
+	}
+	if (src != SQLITE_DONE) {
+		rc = dlc_snapshot_sqlite_errno(db);
+		dlc_cause_set(cause, "cannot read snapshot %s: %s", file, sqlite3_errmsg(db));
+	}
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+
+err_oom:
+	dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
+	return -ENOMEM;
+}
+
+void dlc_snapshot_free_chunks(struct snapshot_chunks *chunks)
+{
+	if (!chunks)
+		return;
+	for (uint32_t i = 0; i < chunks->count; i++)
+		free(chunks->paths[i]);
+	free(chunks->paths);
+	free(chunks->sizes);
+	free(chunks->locations);
+	free(chunks);
+}
+
+bool dlc_snapshot_packed(const struct dlc_snapshot *snapshot)
+{
+	return snapshot->chunks != NULL;
+}
+
+uint32_t dlc_snapshot_chunk_count(const struct dlc_snapshot *snapshot)
+{
+	return snapshot->chunks ? snapshot->chunks->count : 0;
+}
+
+const char *dlc_snapshot_chunk_path(const struct dlc_snapshot *snapshot, uint32_t chunk)
+{
+	if (!snapshot->chunks || chunk >= snapshot->chunks->count)
+		return NULL;
+	return snapshot->chunks->paths[chunk];
+}
+
+uint64_t dlc_snapshot_chunk_size(const struct dlc_snapshot *snapshot, uint32_t chunk)
+{
+	if (!snapshot->chunks || chunk >= snapshot->chunks->count)
+		return 0;
+	return snapshot->chunks->sizes[chunk];
+}
+
+int dlc_snapshot_chunk(const struct dlc_snapshot *snapshot, uint64_t ino,
+		       struct dlc_snapshot_member *out)
+{
+	const struct dlc_node *node = dlc_snapshot_node(snapshot, ino);
+	const struct snapshot_location *location;
+
+	if (!snapshot->chunks || !node || !S_ISREG(node->mode))
+		return -ENOENT;
+	location = &snapshot->chunks->locations[ino - 1];
+	out->chunk = location->chunk;
+	out->chunk_path = snapshot->chunks->paths[location->chunk];
+	out->offset = location->offset;
+	out->hash = location->hash;
+	return 0;
+}
+
+int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text, size_t *len)
+{
+	char path[4096];
+	char *buf = NULL;
+	size_t used = 0, size = 0;
+
+	*text = NULL;
+	*len = 0;
+	if (!snapshot->chunks)
+		return 0;
+	for (uint64_t ino = DLC_SNAPSHOT_ROOT_INO; ino <= snapshot->count; ino++) {
+		char prefix[16];
+		size_t n, p;
+
+		if (!S_ISREG(snapshot->nodes[ino - 1].mode) ||
+		    dlc_snapshot_path(snapshot, ino, path, sizeof(path)) < 0)
+			continue;
+		p = (size_t)snprintf(prefix, sizeof(prefix), "%" PRIu32 "\t",
+				     snapshot->chunks->locations[ino - 1].chunk);
+		n = strlen(path);
+		if (dlc_snapshot_grow_array(&buf, &size, used + p + n + 1, 1) < 0) {
+			free(buf);
+			return -ENOMEM;
+		}
+		memcpy(buf + used, prefix, p);
+		memcpy(buf + used + p, path, n);
+		buf[used + p + n] = '\n';
+		used += p + n + 1;
+	}
+	*text = buf;
+	*len = used;
+	return 0;
+}
+
+bool dlc_snapshot_file_is_packed(const char *file)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *stmt = NULL;
+	bool packed = false;
+
+	if (sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) ==
+	    SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'layout'", -1, &stmt,
+			       NULL) == SQLITE_OK &&
+	    sqlite3_step(stmt) == SQLITE_ROW) {
+		const char *value = (const char *)sqlite3_column_text(stmt, 0);
+
+		packed = value && strcmp(value, "tar") == 0;
+	}
+	sqlite3_finalize(stmt);
+	sqlite3_close(db);
+	return packed;
+}

@@ -1,0 +1,426 @@
+#!/usr/bin/env bash
+# Packed datasets: dlcache pack, then a mount of the packed directory that
+# presents the original tree; GNU tar reads the chunks; damaged chunks fail
+# only the files they damage; chunk_fetch; .chunks; an interrupted pack.
+. "$(dirname "$0")/lib.sh"
+
+make_dataset "$SRC" 6 30 20000
+mkdir -p "$SRC/empty dir" "$SRC/ünïcode name"
+echo "hello" >"$SRC/ünïcode name/a file.txt"
+: >"$SRC/zero bytes"
+ln -s train/n00000000/n00000000_0.JPEG "$SRC/link"
+ln -s /etc/passwd "$SRC/outside"
+PACKED=$WORK/packed
+CHUNK_SIZE=256K
+"$DLCACHE" pack "$SRC" "$PACKED" --chunk-size "$CHUNK_SIZE" >/dev/null 2>"$WORK/pack.err" ||
+	fail "pack: $(cat "$WORK/pack.err")"
+[ -s "$WORK/pack.err" ] && fail "pack printed on stderr: $(cat "$WORK/pack.err")"
+SNAPSHOT=$PACKED/dlcache.snapshot
+NCHUNKS=$(find "$PACKED" -name 'chunk-*.tar' | wc -l)
+NFILES=$(find "$SRC" -type f | wc -l)
+[ "$NCHUNKS" -gt 8 ] || fail "only $NCHUNKS chunks"
+DAMAGE_LOG='chunk chunk-[0-9]+\.tar (does not hold the bytes packed for the file|ends before the file)'
+
+# compare_tree A B: every file, link and directory of A is in B with the same
+# bytes, target or kind; prints the number of regular files.
+compare_tree() {
+	python3 - "$1" "$2" <<'PY'
+import os, stat, sys
+a, b = sys.argv[1], sys.argv[2]
+files = 0
+for d, dirs, names in os.walk(a):
+    for n in dirs + names:
+        p = os.path.join(d, n)
+        q = os.path.join(b, os.path.relpath(p, a))
+        sa, sb = os.lstat(p), os.lstat(q)
+        if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
+            sys.exit("kind differs: " + q)
+        if stat.S_ISLNK(sa.st_mode) and os.readlink(p) != os.readlink(q):
+            sys.exit("link differs: " + q)
+        if stat.S_ISREG(sa.st_mode):
+            with open(p, "rb") as x, open(q, "rb") as y:
+                if x.read() != y.read():
+                    sys.exit("bytes differ: " + q)
+            files += 1
+print(files)
+PY
+}
+
+# listing DIR: "path size mode kind" of every entry, write bits cleared (the mount is read-only).
+listing() {
+	(cd "$1" && find . -mindepth 1 -printf '%P %s %m %y\n') | python3 -c '
+import sys
+for line in sorted(sys.stdin):
+    p, s, m, y = line.rstrip("\n").rsplit(" ", 3)
+    print(p, s, oct(int(m, 8) & ~0o222)[2:], y)'
+}
+
+# members CHUNK: "offset size name" of the regular files of chunk CHUNK, by offset.
+members() {
+	python3 - "$SNAPSHOT" "$1" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for off, size, name in db.execute("SELECT data_offset, size, name FROM entries WHERE chunk = ?"
+                                  " ORDER BY data_offset", (int(sys.argv[2]),)):
+    print(off, size, name)
+PY
+}
+
+# read_errors: reads every file of $SRC through $MNT; prints the paths that
+# fail with EIO (sorted) and fails on any other error or on wrong bytes.
+read_errors() {
+	python3 - "$SRC" "$MNT" <<'PY'
+import errno, os, sys
+src, mnt = sys.argv[1], sys.argv[2]
+bad = []
+for d, _, names in os.walk(src):
+    for n in names:
+        p = os.path.relpath(os.path.join(d, n), src)
+        if os.path.islink(os.path.join(src, p)):
+            continue
+        try:
+            with open(os.path.join(mnt, p), "rb") as f:
+                data = f.read()
+        except OSError as e:
+            if e.errno != errno.EIO:
+                sys.exit("%s: %s" % (p, e))
+            bad.append(p)
+            continue
+        if data != open(os.path.join(src, p), "rb").read():
+            sys.exit("bytes differ: " + p)
+for p in sorted(bad):
+    print(p)
+PY
+}
+
+test_pack_then_mount_gives_the_original_tree() {
+	start_daemon_from "$PACKED"
+	expect_eq "files compared" "$(compare_tree "$SRC" "$MNT")" "$NFILES"
+	[ "$(listing "$SRC")" = "$(listing "$MNT")" ] ||
+		fail "listings differ: $(diff <(listing "$SRC") <(listing "$MNT") | head)"
+	expect_eq "readlink" "$(readlink "$MNT/outside")" "/etc/passwd"
+	expect_eq "remote metadata calls" "$(stat_value remote_ops.metadata)" 0
+	expect_eq "snapshot entries" "$(stat_value snapshot.entries)" "$(find "$SRC" | wc -l)"
+	expect_eq "the packed snapshot is the mount's" \
+		"$(ls "$CACHE" | grep -c snapshot || true)" 0
+}
+
+test_chunks_are_tar_archives_gnu_tar_reads() {
+	local out=$WORK/extracted c
+	mkdir -p "$out"
+	for c in "$PACKED"/chunk-*.tar; do
+		tar -tf "$c" >/dev/null 2>"$WORK/tar.err" || fail "tar -tf $c: $(cat "$WORK/tar.err")"
+		[ -s "$WORK/tar.err" ] && fail "tar -tf $c warned: $(cat "$WORK/tar.err")"
+		tar -xf "$c" -C "$out" 2>"$WORK/tar.err" || fail "tar -xf $c: $(cat "$WORK/tar.err")"
+		[ -s "$WORK/tar.err" ] && fail "tar -xf $c warned: $(cat "$WORK/tar.err")"
+	done
+	expect_eq "files extracted and compared" "$(compare_tree "$SRC" "$out")" "$NFILES"
+	expect_eq "nothing more was extracted" "$(compare_tree "$out" "$SRC")" "$NFILES"
+	# Members are the snapshot's files in inode order: the first chunk starts
+	# with the top directory's entries.
+	expect_eq "first member" "$(tar -tf "$PACKED/chunk-000000.tar" | head -n 1)" "empty dir/"
+}
+
+test_an_epoch_opens_each_chunk_once() {
+	start_daemon_from "$PACKED" "policy=none"
+	expect_eq "files read in epoch 1" "$(read_all_shuffled)" 180
+	drop_caches
+	expect_eq "files read in epoch 2" "$(read_all_shuffled)" 180
+	# Every chunk holds files of train/: one open per chunk for both epochs.
+	expect_eq "source opens for $NCHUNKS chunks and $NFILES files" \
+		"$(stat_value remote_ops.open)" "$NCHUNKS"
+	expect_eq "source closes while mounted" "$(stat_value remote_ops.close)" 0
+	expect_eq "admissions with policy=none" "$(stat_value admissions)" 0
+}
+
+test_large_files_are_read_by_range_from_their_chunk() {
+	# Above cache_max_file, files are never cached: reads go to the chunk by range.
+	start_daemon_from "$PACKED" "cache_max_file=16K"
+	expect_eq "files compared" "$(compare_tree "$SRC" "$MNT")" "$NFILES"
+	python3 - "$MNT" "$SRC" <<'PY' || fail "random ranges of large files"
+import os, random, sys
+mnt, src = sys.argv[1], sys.argv[2]
+rng = random.Random(7)
+big = [os.path.relpath(os.path.join(d, n), src) for d, _, ns in os.walk(src) for n in ns
+       if not os.path.islink(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n)) > 16384]
+assert len(big) > 50, len(big)
+for p in rng.sample(big, 50):
+    size = os.path.getsize(os.path.join(src, p))
+    with open(os.path.join(mnt, p), "rb", buffering=0) as a, open(os.path.join(src, p), "rb") as b:
+        for _ in range(5):
+            off, n = rng.randrange(size + 10), rng.randrange(1, 40000)
+            a.seek(off); b.seek(off)
+            assert a.read(n) == b.read(n), (p, off, n)
+PY
+	[ "$(stat_value bypasses)" -gt 0 ] || fail "no file was read by range"
+	[ "$(stat_value remote_ops.open)" -le "$NCHUNKS" ] || fail "range reads opened more than the chunks"
+}
+
+test_prefetch_reads_ahead_from_the_chunks() {
+	start_daemon_from "$PACKED" "source_delay=5ms"
+	local order=$WORK/order
+	(cd "$SRC" && find train -type f | sort) | shuf -n 60 --random-source=<(yes) >"$order"
+	sed 's/^/prefetch /' "$order" >"$MNT/.control"
+	while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p"
+	done <"$order"
+	[ "$(stat_value prefetches)" -gt 0 ] || fail "nothing was prefetched"
+	[ "$(stat_value prefetch_hits)" -gt 0 ] || fail "no open was served from prefetched bytes"
+	[ "$(stat_value remote_ops.open)" -le "$NCHUNKS" ] || fail "prefetch opened more than the chunks"
+}
+
+test_dot_chunks_lists_every_file_with_its_chunk() {
+	start_daemon_from "$PACKED"
+	python3 - "$MNT" "$SNAPSHOT" "$NCHUNKS" <<'PY' || fail ".chunks"
+import os, sqlite3, sys
+mnt, snap, nchunks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = open(os.path.join(mnt, ".chunks"), "rb").read().decode().split("\n")
+assert lines[-1] == "", "the last line has no newline"
+rows = [l.split("\t", 1) for l in lines[:-1]]
+db = sqlite3.connect(snap)
+expected = [c for (c,) in db.execute("SELECT chunk FROM entries WHERE chunk IS NOT NULL ORDER BY ino")]
+assert [int(c) for c, _ in rows] == expected, "chunk column differs from the snapshot"
+assert expected == sorted(expected), "chunks do not grow in snapshot order"
+assert set(expected) == set(range(nchunks)), "some chunk is not listed"
+for _, p in rows:
+    assert os.path.isfile(os.path.join(mnt, p)) and not os.path.islink(os.path.join(mnt, p)), p
+regular = sum(1 for d, _, ns in os.walk(mnt) for n in ns if not os.path.islink(os.path.join(d, n)))
+assert len(rows) == regular, (len(rows), regular)
+PY
+	ls -a "$MNT" | grep -x '.chunks' >/dev/null && fail ".chunks appears in the root listing"
+	stop_daemon
+	start_daemon
+	expect_eq ".chunks of an unpacked mount" "$(wc -c <"$MNT/.chunks")" 0
+}
+
+test_chunk_fetch_admits_a_whole_chunk_from_one_read() {
+	start_daemon_from "$PACKED" "chunk_fetch=1"
+	local chunk=3 first n
+	n=$(awk -F'\t' -v c=$chunk '$1 == c' "$MNT/.chunks" | wc -l)
+	[ "$n" -gt 3 ] || fail "chunk $chunk has only $n files"
+	first=$(awk -F'\t' -v c=$chunk '$1 == c {print $2; exit}' "$MNT/.chunks")
+	cmp "$MNT/$first" "$SRC/$first" || fail "bytes of $first"
+	expect_eq "whole chunks read" "$(stat_value chunk_reads)" 1
+	expect_eq "admissions from one miss" "$(stat_value admissions)" "$n"
+	expect_eq "chunk admissions" "$(stat_value chunk_admissions)" $((n - 1))
+	expect_eq "source opens" "$(stat_value remote_ops.open)" 1
+	# One sequential read from the chunk's first file to the end of its last.
+	expect_eq "bytes from the source" "$(stat_value bytes_from_remote)" \
+		"$(members $chunk | awk 'NR == 1 {lo = $1} {hi = $1 + $2} END {print hi - lo}')"
+	expect_eq "source reads" "$(stat_value remote_ops.read)" 1
+	awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks" | while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p"
+	done
+	expect_eq "misses after reading the chunk" "$(stat_value misses)" 1
+	expect_eq "hits after reading the chunk (the first file twice)" "$(stat_value hits)" "$n"
+	expect_eq "source reads after reading the chunk" "$(stat_value remote_ops.read)" 1
+}
+
+test_chunk_fetch_serves_concurrent_readers_from_one_read() {
+	# A slow source, so that the readers of chunk 5 pile up behind its first
+	# miss and get their bytes from that one read.
+	start_daemon_from "$PACKED" "chunk_fetch=1,source_delay=300ms"
+	local chunk=5 n pids=()
+	n=$(awk -F'\t' -v c=$chunk '$1 == c' "$MNT/.chunks" | wc -l)
+	while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" &
+		pids+=($!)
+	done < <(awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks")
+	for p in "${pids[@]}"; do wait "$p" || fail "a concurrent reader got wrong bytes"; done
+	expect_eq "whole chunks read" "$(stat_value chunk_reads)" 1
+	expect_eq "source reads for $n concurrent readers" "$(stat_value remote_ops.read)" 1
+	expect_eq "admissions" "$(stat_value admissions)" "$n"
+	expect_eq "source opens" "$(stat_value remote_ops.open)" 1
+	# Readers that waited were handed their bytes and admitted them themselves.
+	[ "$(stat_value chunk_admissions)" -lt $((n - 1)) ] ||
+		fail "no reader was handed its bytes by the whole read"
+}
+
+test_chunk_fetch_holds_refused_files_for_a_chunk_wise_reader() {
+	# No cache at all: a whole read of chunk 2 is refused file by file and
+	# held in memory, where reading the rest of the chunk finds it.
+	start_daemon_from "$PACKED" "chunk_fetch=1,policy=none"
+	local chunk=2 n
+	n=$(awk -F'\t' -v c=$chunk '$1 == c' "$MNT/.chunks" | wc -l)
+	awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks" | shuf --random-source=<(yes) |
+		while IFS= read -r p; do
+			cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p"
+		done
+	expect_eq "whole chunks read" "$(stat_value chunk_reads)" 1
+	expect_eq "source reads" "$(stat_value remote_ops.read)" 1
+	expect_eq "opens served from held bytes" "$(stat_value chunk_hits)" $((n - 1))
+	expect_eq "admissions" "$(stat_value admissions)" 0
+	# Held bytes are taken once: the next epoch reads them from the chunk again.
+	drop_caches
+	awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks" | while IFS= read -r p; do
+		cmp "$MNT/$p" "$SRC/$p" || fail "bytes of $p in epoch 2"
+	done
+	expect_eq "source reads after epoch 2" "$(stat_value remote_ops.read)" $((n + 1))
+}
+
+test_chunk_fetch_still_lets_importance_decide() {
+	# Room for exactly the last three files of chunk 3, which are the only
+	# ones scored: reading the chunk whole admits the unscored files while
+	# there is room, then the scored ones evict them.
+	local chunk=3 capacity scored
+	scored=$(members $chunk | tail -n 3 | awk '{print $3}' | sort)
+	capacity=$(members $chunk | tail -n 3 | awk '{s += int(($2 + 4095) / 4096) * 4096} END {print s}')
+	start_daemon_from "$PACKED" "chunk_fetch=1,cache_size=$capacity"
+	awk -F'\t' -v c=$chunk '$1 == c {print $2}' "$MNT/.chunks" | tail -n 3 |
+		sed 's/^/10 /' >"$MNT/.control"
+	cmp "$MNT/$(awk -F'\t' -v c=$chunk '$1 == c {print $2; exit}' "$MNT/.chunks")" \
+		"$SRC/$(awk -F'\t' -v c=$chunk '$1 == c {print $2; exit}' "$MNT/.chunks")" ||
+		fail "bytes of the chunk's first file"
+	expect_eq "whole chunks read" "$(stat_value chunk_reads)" 1
+	expect_eq "cached after one whole read" "$(xargs -n1 -d '\n' basename <"$MNT/.cached" | sort)" "$scored"
+	[ "$(stat_value evictions)" -gt 0 ] || fail "no unscored file was evicted"
+}
+
+test_a_corrupted_chunk_fails_only_the_damaged_file() {
+	local damaged=$WORK/damaged victim=n00000002_5.JPEG chunk off
+	cp -a "$PACKED" "$damaged"
+	read -r chunk off < <(python3 - "$SNAPSHOT" "$victim" <<'PY'
+import sqlite3, sys
+print(*sqlite3.connect(sys.argv[1]).execute(
+    "SELECT c.path, e.data_offset FROM entries e JOIN chunks c ON c.id = e.chunk WHERE e.name = ?",
+    (sys.argv[2],)).fetchone())
+PY
+)
+	python3 - "$damaged/$chunk" $((off + 10)) <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 0xff]))
+PY
+	ALLOWED_LOG=$DAMAGE_LOG
+	start_daemon_from "$damaged"
+	expect_eq "files failing with EIO" "$(read_errors)" "train/n00000002/$victim"
+	cat "$MNT/train/n00000002/$victim" >/dev/null 2>&1 && fail "the damaged file read twice"
+	expect_eq "damage logged once" "$(grep -cE "$DAMAGE_LOG" "$LOG")" 1
+	[ "$(stat_value remote_errors)" -ge 2 ] || fail "remote errors not counted"
+	expect_eq "cached copies of the damaged file" "$(grep -c "$victim" "$MNT/.cached" || true)" 0
+	stop_daemon
+	ALLOWED_LOG='^$'
+}
+
+test_a_truncated_chunk_fails_only_files_past_its_end() {
+	local damaged=$WORK/truncated chunk=4 cut expected
+	cp -a "$PACKED" "$damaged"
+	# Cut through the middle of the chunk's fourth file.
+	cut=$(members $chunk | awk 'NR == 4 {print $1 + int($2 / 2)}')
+	truncate -s "$cut" "$damaged/chunk-00000$chunk.tar"
+	expected=$(members $chunk | awk -v cut="$cut" '$1 + $2 > cut {print $3}' | sort)
+	[ "$(echo "$expected" | wc -l)" -ge 2 ] || fail "too few files past the cut"
+	ALLOWED_LOG=$DAMAGE_LOG
+	start_daemon_from "$damaged"
+	expect_eq "files failing with EIO" "$(read_errors | xargs -n1 basename | sort)" "$expected"
+	expect_eq "damage logged once" "$(grep -cE "$DAMAGE_LOG" "$LOG")" 1
+	stop_daemon
+	# The same with whole-chunk reads: the files before the cut still come through.
+	rm -rf "$CACHE"
+	start_daemon_from "$damaged" "chunk_fetch=1"
+	expect_eq "files failing with EIO, chunk_fetch" "$(read_errors | xargs -n1 basename | sort)" "$expected"
+	stop_daemon
+	ALLOWED_LOG='^$'
+}
+
+test_a_missing_chunk_fails_only_its_files() {
+	local damaged=$WORK/missing
+	cp -a "$PACKED" "$damaged"
+	rm "$damaged/chunk-000002.tar"
+	ALLOWED_LOG='chunk chunk-000002\.tar cannot be opened on the source'
+	start_daemon_from "$damaged"
+	expect_eq "files failing with EIO" "$(read_errors | xargs -n1 basename | sort)" \
+		"$(members 2 | awk '{print $3}' | sort)"
+	expect_eq "logged once" "$(grep -c 'cannot be opened' "$LOG")" 1
+	stop_daemon
+	ALLOWED_LOG='^$'
+}
+
+test_pack_of_an_empty_tree_mounts_empty() {
+	mkdir "$WORK/empty"
+	"$DLCACHE" pack "$WORK/empty" "$WORK/empty-packed" >/dev/null || fail "pack of an empty tree"
+	expect_eq "files in the empty pack" "$(ls -A "$WORK/empty-packed")" "dlcache.snapshot"
+	start_daemon_from "$WORK/empty-packed"
+	expect_eq "entries" "$(ls -A "$MNT" | wc -l)" 0
+	expect_eq ".chunks" "$(wc -c <"$MNT/.chunks")" 0
+}
+
+test_refresh_of_a_packed_source_is_refused() {
+	local err
+	err=$("$DLCACHE" mount "$PACKED" "$MNT" -f -o "cache_dir=$CACHE,refresh" 2>&1) &&
+		fail "refresh of a packed source was accepted"
+	echo "$err" | grep -q "is packed" || fail "no sentence for refresh: $err"
+	mountpoint -q "$MNT" && fail "mounted anyway"
+	[ -f "$SNAPSHOT" ] && sqlite3 "$SNAPSHOT" 'SELECT count(*) FROM chunks' >/dev/null ||
+		fail "the packed snapshot was touched"
+}
+
+test_snapshot_tar_over_gnu_tar_shards_mounts_with_the_right_bytes() {
+	local shards=$WORK/shards out
+	mkdir -p "$shards/part b"
+	# WebDataset-like shards, in GNU tar's own and pax formats.
+	tar --format=gnu -cf "$shards/shard-000000.tar" -C "$SRC/train" n00000000 n00000001
+	tar --format=gnu -cf "$shards/shard-000001.tar" -C "$SRC/train" n00000002 n00000003
+	tar --format=pax -cf "$shards/part b/shard-000002.tar" -C "$SRC/train" n00000004 n00000005
+	out=$("$DLCACHE" snapshot --tar "$shards" 2>&1) || fail "snapshot --tar: $out"
+	start_daemon_from "$shards"
+	expect_eq "shard 0" "$(compare_tree "$SRC/train/n00000001" "$MNT/shard-000000/n00000001")" 30
+	expect_eq "shard 1" "$(compare_tree "$SRC/train/n00000003" "$MNT/shard-000001/n00000003")" 30
+	expect_eq "shard 2" "$(compare_tree "$SRC/train/n00000005" "$MNT/part b/shard-000002/n00000005")" 30
+	expect_eq "top level" "$(ls "$MNT" | tr '\n' ' ')" "part b shard-000000 shard-000001 "
+	# Chunks are numbered in shard path order ("part b/..." first); .chunks
+	# follows the tree, where part b's files lie one level deeper.
+	expect_eq "chunks of .chunks" "$(cut -f1 "$MNT/.chunks" | uniq | tr '\n' ' ')" "1 2 0 "
+	expect_eq "files in .chunks" "$(wc -l <"$MNT/.chunks")" 180
+	stop_daemon
+	# --merge: the shards' members form one tree, the original train/.
+	rm -rf "$CACHE"
+	"$DLCACHE" snapshot --tar "$shards" "$WORK/merged.snapshot" --merge >/dev/null ||
+		fail "snapshot --tar --merge"
+	start_daemon_from "$shards" "snapshot=$WORK/merged.snapshot"
+	expect_eq "merged tree" "$(compare_tree "$SRC/train" "$MNT")" 180
+	# Tar records no size for directories: compare the files' lines.
+	expect_eq "merged listing" "$(listing "$MNT" | grep -v ' d$')" \
+		"$(listing "$SRC/train" | grep -v ' d$')"
+	stop_daemon
+	# The same member in two shards is refused when merging.
+	tar -cf "$shards/again.tar" -C "$SRC/train" n00000000
+	out=$("$DLCACHE" snapshot --tar "$shards" "$WORK/dup.snapshot" --merge 2>&1) &&
+		fail "a duplicate member was accepted"
+	echo "$out" | grep -q "appears in shards 'again.tar' and 'shard-000000.tar'" ||
+		fail "no sentence for the duplicate: $out"
+	[ -e "$WORK/dup.snapshot" ] && fail "a refused index left a snapshot"
+	return 0
+}
+
+# kill_pack_when FILE SIGNAL: starts a pack of a larger tree and sends SIGNAL
+# once FILE appears in its destination; prints the pack's exit status.
+kill_pack_when() {
+	local pid rc=0
+	"$DLCACHE" pack "$WORK/big" "$WORK/big-packed" --chunk-size 1M >/dev/null 2>&1 &
+	pid=$!
+	for _ in $(seq 1 2000); do
+		[ -e "$WORK/big-packed/$1" ] && break
+		sleep 0.005
+	done
+	[ -e "$WORK/big-packed/$1" ] || fail "the pack never wrote $1"
+	kill "-$2" "$pid"
+	wait "$pid" || rc=$?
+	echo "$rc"
+}
+
+test_an_interrupted_pack_leaves_no_snapshot() {
+	mkdir -p "$WORK/big"
+	for i in $(seq 1 60); do head -c 1048576 /dev/urandom >"$WORK/big/f$i"; done
+	expect_eq "exit status after SIGTERM" "$(kill_pack_when chunk-000002.tar.tmp TERM)" 130
+	expect_eq "left after SIGTERM" "$(ls -A "$WORK/big-packed")" ""
+	expect_eq "exit status after SIGKILL" "$(kill_pack_when chunk-000002.tar.tmp KILL)" 137
+	[ -e "$WORK/big-packed/dlcache.snapshot" ] && fail "a killed pack left a snapshot"
+	# Without a snapshot the directory is no packed source; packing again works.
+	"$DLCACHE" pack "$WORK/big" "$WORK/big-packed" --chunk-size 1M >/dev/null ||
+		fail "pack after a killed pack"
+	start_daemon_from "$WORK/big-packed"
+	expect_eq "files after the second pack" "$(compare_tree "$WORK/big" "$MNT")" 60
+}
+
+run_tests

@@ -193,6 +193,34 @@ PY
 	expect_eq ".chunks of an unpacked mount" "$(wc -c <"$MNT/.chunks")" 0
 }
 
+test_the_chunk_sampler_reads_a_window_of_chunks_at_a_time() {
+	# examples/dlcache.py's ChunkShuffleSampler over this mount's .chunks.
+	start_daemon_from "$PACKED"
+	/usr/bin/python3 - "$MNT" "$SRCDIR/examples" <<'PY' || fail "ChunkShuffleSampler"
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import dlcache
+mount = dlcache.Mount(sys.argv[1])
+chunks = mount.chunks()
+paths = [os.path.join(mount.root, p) for p in sorted(chunks)]
+assert len(set(chunks.values())) > 4, "too few chunks to test a window"
+sampler = dlcache.ChunkShuffleSampler(paths, chunks, mount=mount, window=2, prefetch=False)
+sampler.set_epoch(1)
+order = list(sampler)
+assert sorted(order) == list(range(len(paths))), "not every file once"
+seen, current, done = [], set(), set()
+for i in order:
+    c = chunks[mount.relpath(paths[i])]
+    assert c not in done, "chunk %d comes back after its window" % c
+    current.add(c)
+    if len(current) > 2:
+        done |= current - {c}
+        current = {c}
+print("ok: %d files in %d chunks" % (len(order), len(set(chunks.values()))))
+PY
+	stop_daemon
+}
+
 test_chunk_fetch_admits_a_whole_chunk_from_one_read() {
 	start_daemon_from "$PACKED" "chunk_fetch=1"
 	local chunk=3 first n

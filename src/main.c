@@ -131,6 +131,21 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 			      opts->snapshot);
 		return -EINVAL;
 	}
+	/* A packed source on a server: its own snapshot, copied to the local disk. */
+	if (opts->snapshot_default && opts->source[0] != '/') {
+		bool packed;
+
+		rc = dlc_snapshot_fetch_packed(backend, opts->snapshot, &packed, cause);
+		if (rc < 0)
+			return rc;
+		if (packed && opts->refresh) {
+			dlc_cause_set(cause, "source '%s' is packed (it holds " DLC_SNAPSHOT_PACKED_NAME "), and refresh would crawl its chunks as files; drop refresh, or pack the dataset again with dlcache pack",
+				      opts->source);
+			return -EINVAL;
+		}
+		if (packed)
+			goto load;
+	}
 	if (opts->refresh || access(opts->snapshot, F_OK) < 0) {
 		dlc_log(DLC_LOG_INFO, "building the snapshot of %s in %s", opts->source, opts->snapshot);
 		rc = dlc_snapshot_build(backend, opts->snapshot, &build, &entries, cause);
@@ -138,12 +153,13 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 			return rc;
 		dlc_log(DLC_LOG_INFO, "snapshot has %llu entries", (unsigned long long)entries);
 	}
+load:
 	rc = dlc_snapshot_load(opts->snapshot, snapshot, cause);
 	if (rc < 0)
 		return rc;
 	/* A packed directory carries its snapshot and may be copied anywhere. */
 	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0 &&
-	    !snapshot_in_source(opts))
+	    !snapshot_in_source(opts) && !dlc_snapshot_packed(*snapshot))
 		dlc_log(DLC_LOG_WARNING, "snapshot %s was built from %s, mounted from %s",
 			opts->snapshot, dlc_snapshot_source(*snapshot), opts->source);
 	/* From here on, the stats count what the mount itself asks of the source. */

@@ -988,6 +988,7 @@ static int validate_snapshot(struct dlc_options *opts, char **cause)
 			opts->snapshot = NULL;
 		}
 	}
+	opts->snapshot_default = !given;
 	if (!given) {
 		if (asprintf(&opts->snapshot, "%s/snapshot.db", opts->cache_dir) < 0) {
 			opts->snapshot = NULL;

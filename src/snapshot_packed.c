@@ -2,7 +2,9 @@
  * snapshot_packed.c - what only packed snapshots have: the chunks table and
  * where each regular file lies in a chunk (loaded for snapshot.c, answered
  * by dlc_snapshot_chunk), and the .chunks listing.  The packed snapshots
- * themselves are written by pack.c and snapshot_tar.c.
+ * themselves are written by pack.c and snapshot_tar.c; a packed source
+ * reached only through its backend (NFS) has its snapshot copied to the
+ * local disk by dlc_snapshot_fetch_packed.
  *
  * A packed source is a directory of tar chunks plus the snapshot.  Each
  * regular file of the tree is one member of one chunk; the snapshot keeps
@@ -16,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlcache/cause.h"
 #include "dlcache/snapshot.h"
@@ -216,4 +220,106 @@ bool dlc_snapshot_file_is_packed(const char *file)
 	sqlite3_finalize(stmt);
 	sqlite3_close(db);
 	return packed;
+}
+
+/* ------------------------------------------------------------------------
+ * A packed source's snapshot, copied from a source with no local path.
+ */
+
+#define FETCH_PIECE (1u << 20)
+
+static bool is_copy_of(const char *file, const struct dlc_backend_attr *attr)
+{
+	struct stat st;
+
+	return stat(file, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == attr->size &&
+	       st.st_mtim.tv_sec == attr->mtime_sec &&
+	       (uint32_t)st.st_mtim.tv_nsec == attr->mtime_nsec;
+}
+
+/* Copies the source's snapshot into the open fd; 0 or -errno. */
+static int copy_from_source(struct dlc_backend *backend, int fd, uint64_t size)
+{
+	struct dlc_backend_file *in;
+	unsigned char *buf = malloc(FETCH_PIECE);
+	uint64_t off = 0;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	rc = dlc_backend_open(backend, DLC_SNAPSHOT_PACKED_NAME, &in);
+	if (rc < 0)
+		goto out_free;
+	while (off < size) {
+		size_t want = size - off < FETCH_PIECE ? (size_t)(size - off) : FETCH_PIECE;
+		ssize_t got = dlc_backend_pread(backend, in, buf, want, off);
+
+		if (got < 0 || (size_t)got != want) {
+			rc = got < 0 ? (int)got : -EIO; /* shorter than its size: it changed */
+			break;
+		}
+		if (write(fd, buf, want) != (ssize_t)want) {
+			rc = errno ? -errno : -EIO;
+			break;
+		}
+		off += want;
+	}
+	dlc_backend_close(backend, in);
+out_free:
+	free(buf);
+	return rc;
+}
+
+int dlc_snapshot_fetch_packed(struct dlc_backend *backend, const char *file, bool *found,
+			      char **cause)
+{
+	struct dlc_backend_attr attr;
+	char *tmp = NULL;
+	int fd, rc;
+
+	*found = false;
+	rc = dlc_backend_stat(backend, DLC_SNAPSHOT_PACKED_NAME, &attr);
+	if (rc == -ENOENT || (rc == 0 && !S_ISREG(attr.mode)))
+		return 0;
+	if (rc < 0) {
+		dlc_cause_set(cause, "cannot look for %s on the source %s (%s); check that the server answers",
+			      DLC_SNAPSHOT_PACKED_NAME, backend->source, strerror(-rc));
+		return rc;
+	}
+	*found = true;
+	if (is_copy_of(file, &attr))
+		return 0;
+	if (asprintf(&tmp, "%s.tmp", file) < 0) {
+		dlc_cause_set(cause, "out of memory while copying the packed source's snapshot");
+		return -ENOMEM;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		dlc_cause_set(cause, "cannot write %s (%s); check the cache directory's disk",
+			      tmp, strerror(-rc));
+		goto out_free;
+	}
+	rc = copy_from_source(backend, fd, attr.size);
+	if (rc == 0) {
+		const struct timespec times[2] = {
+			{ .tv_sec = attr.mtime_sec, .tv_nsec = attr.mtime_nsec },
+			{ .tv_sec = attr.mtime_sec, .tv_nsec = attr.mtime_nsec },
+		};
+
+		if (fsync(fd) < 0 || futimens(fd, times) < 0)
+			rc = -errno;
+	}
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, file) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlink(tmp);
+		dlc_cause_set(cause, "cannot copy %s from the source %s to %s (%s); check the source and the local disk, then mount again",
+			      DLC_SNAPSHOT_PACKED_NAME, backend->source, file, strerror(-rc));
+	}
+out_free:
+	free(tmp);
+	return rc;
 }

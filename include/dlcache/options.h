@@ -35,6 +35,8 @@ struct dlc_options {
 	uint64_t cache_size;        /* bytes */
 	uint64_t cache_max_file;    /* larger files are read from the source, never cached */
 	char *snapshot;             /* absolute; default CACHE_DIR/snapshot.db */
+	bool snapshot_default;      /* snapshot is CACHE_DIR/snapshot.db: neither given
+				     * nor the packed directory's own */
 	bool refresh;               /* rebuild the snapshot even if it exists */
 	bool chunk_fetch;           /* packed sources: a miss reads its whole chunk */
 	enum dlc_policy_kind policy;

@@ -166,6 +166,16 @@ int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text,
 bool dlc_snapshot_file_is_packed(const char *file);
 
 /*
+ * A packed source reached through its backend only (NFS): when the source
+ * holds DLC_SNAPSHOT_PACKED_NAME, copies it to the local file (through
+ * file.tmp and a rename, with the source's mtime) unless file already is
+ * that copy (same size and mtime), and sets *found.  Without one, *found is
+ * false and nothing changes.  0, or -errno with *cause.
+ */
+int dlc_snapshot_fetch_packed(struct dlc_backend *backend, const char *file, bool *found,
+			      char **cause);
+
+/*
  * dlcache snapshot --tar: indexes existing tar shards in place.  Every
  * regular file under the backend's root whose name ends in ".tar" is a
  * chunk (in path order); its members (regular files, directories, symbolic

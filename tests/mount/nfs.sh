@@ -219,6 +219,41 @@ expect_mount_refused() {
 	rm -rf "$CACHE"
 }
 
+test_a_packed_source_on_the_server_mounts_as_its_tree() {
+	# dlcache pack into the export: its snapshot is copied to the cache
+	# directory at mount, once, and the chunks are read over NFS.
+	ensure_ganesha
+	local tree=$WORK/tree packed=$SRC/packed copy ino
+	make_dataset "$tree" 4 25 20000
+	"$DLCACHE" pack "$tree" "$packed" --chunk-size 256K >/dev/null 2>"$WORK/pack.err" ||
+		fail "pack: $(cat "$WORK/pack.err")"
+	local nchunks
+	nchunks=$(find "$packed" -name 'chunk-*.tar' | wc -l)
+	start_daemon_from "nfs://127.0.0.1/export/packed?version=4&nfsport=$GANESHA_PORT"
+	diff -r "$tree" "$MNT" >/dev/null || fail "the packed source over NFS differs from its tree"
+	[ -e "$MNT/chunk-000000.tar" ] && fail "the chunks are shown instead of the tree"
+	expect_eq "source opens: one per chunk" "$(stat_value remote_ops.open)" "$nchunks"
+	expect_eq "remote metadata calls" "$(stat_value remote_ops.metadata)" 0
+	expect_eq ".chunks lines" "$(wc -l <"$MNT/.chunks")" "$(find "$tree" -type f | wc -l)"
+	stop_daemon
+	copy=$CACHE/snapshot.db
+	cmp "$copy" "$packed/dlcache.snapshot" || fail "the local copy differs from the source's snapshot"
+	ino=$(stat -c %i "$copy")
+	start_daemon_from "nfs://127.0.0.1/export/packed?version=4&nfsport=$GANESHA_PORT"
+	expect_eq "the copy is reused" "$(stat -c %i "$copy")" "$ino"
+	cmp "$MNT/train/n00000001/n00000001_3.JPEG" "$tree/train/n00000001/n00000001_3.JPEG" ||
+		fail "bytes after a remount"
+	stop_daemon
+	# Packed again: the source's snapshot changed, the copy follows it.
+	rm -rf "$packed"
+	echo "new" >"$tree/new file"
+	"$DLCACHE" pack "$tree" "$packed" --chunk-size 256K >/dev/null 2>&1 || fail "second pack"
+	start_daemon_from "nfs://127.0.0.1/export/packed?version=4&nfsport=$GANESHA_PORT"
+	expect_eq "the new file" "$(cat "$MNT/new file")" new
+	stop_daemon
+	rm -rf "$packed"
+}
+
 test_bad_host_export_or_port_fails_at_mount_time_in_one_sentence() {
 	local silent_port
 	ensure_ganesha

@@ -108,6 +108,11 @@ static struct dlc_blob *blob_get(struct dlc_blob *blob)
 	return blob;
 }
 
+struct dlc_blob *dlc_blob_get(struct dlc_blob *blob)
+{
+	return blob_get(blob);
+}
+
 void dlc_blob_put(struct dlc_blob *blob)
 {
 	if (blob && atomic_fetch_sub(&blob->refs, 1) == 1)

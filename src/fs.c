@@ -467,9 +467,19 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ssize_t n;
 
 	switch (h->kind) {
-	case HANDLE_BLOB:
-		reply_slice(req, h->blob->data, h->blob->size, size, off);
+	case HANDLE_BLOB: {
+		/*
+		 * The reply holds its own reference: once the kernel has the
+		 * reply it may send RELEASE, and another thread free the
+		 * handle, before fuse_reply_buf returns (ASan's writev
+		 * interceptor checks the buffer after the call).
+		 */
+		struct dlc_blob *blob = dlc_blob_get(h->blob);
+
+		reply_slice(req, blob->data, blob->size, size, off);
+		dlc_blob_put(blob);
 		return;
+	}
 	case HANDLE_TEXT:
 		reply_slice(req, h->text, h->text_len, size, off);
 		return;

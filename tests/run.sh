@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh
 dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" "${DLC_RUN_PACKAGES[@]}" \
-	"${DLC_TRAIN_PACKAGES[@]}" "${DLC_PACKAGE_PACKAGES[@]}"
+	"${DLC_TRAIN_PACKAGES[@]}" "${DLC_PACKAGE_PACKAGES[@]}" "${DLC_FUZZ_PACKAGES[@]}"
 
 werror=false
 [ -n "${CI:-}" ] && werror=true

@@ -501,7 +501,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		n = dlc_fetch_read_direct(fs_of(req)->context->fetch, h->direct, buf, size, (uint64_t)off);
+		n = dlc_fetch_read_direct(fs_of(req)->context->fetch, (uint32_t)ino, h->direct, buf,
+					  size, (uint64_t)off);
 		if (n < 0)
 			fuse_reply_err(req, (int)-n);
 		else

@@ -121,6 +121,36 @@ out:
 	return rc;
 }
 
+/*
+ * cache_dir must be the daemon's own and writable by nobody else: whoever
+ * can write it can replace index.db and the files under data/ together,
+ * hashes included, and so choose the bytes the mount serves.
+ */
+static int check_private(struct dlc_store *store, const char *dir, char **cause)
+{
+	struct stat st;
+
+	if (fstat(store->dir_fd, &st) != 0) {
+		int rc = -errno;
+
+		dlc_cause_set(cause, "cannot stat cache_dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (st.st_uid != geteuid()) {
+		dlc_cause_set(cause, "cache_dir %s belongs to user %u, not to the user mounting (%u), "
+			      "who could change the cached bytes; give a directory of your own, or "
+			      "chown it", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		dlc_cause_set(cause, "cache_dir %s is writable by other users (mode %04o), who could "
+			      "change the cached bytes; run chmod go-w %s, or give a private directory",
+			      dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int make_layout(struct dlc_store *store)
 {
 	char sub[sizeof("data/xx")];
@@ -204,6 +234,9 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 		dlc_cause_set(cause, "cannot resolve cache_dir %s: %s", dir, strerror(-rc));
 		goto err;
 	}
+	rc = check_private(store, store->dir, cause);
+	if (rc != 0)
+		goto err;
 
 	store->lock_fd = openat(store->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 				0600);

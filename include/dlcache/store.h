@@ -3,7 +3,8 @@
  * persistent index in SQLite, xxh3 verification, crash-safe insert.
  *
  * Layout of cache_dir (missing components created 0700, mkdir -p; the mode of
- * an existing directory is left alone):
+ * an existing directory is left alone, but cache_dir itself must belong to
+ * the caller and be writable by nobody else):
  *   lock           flock(2)ed while a daemon uses the directory
  *   index.db       SQLite (WAL): entries(path TEXT PRIMARY KEY, name TEXT UNIQUE,
  *                  size, mtime_ns, hash) and meta(key TEXT PRIMARY KEY, value)
@@ -45,7 +46,8 @@ struct dlc_store_entry {
 /*
  * Opens (creating if needed) the cache in dir and locks it.  Returns 0, or
  * -errno with *cause set to a malloc'd sentence: -EBUSY when another daemon
- * holds dir, -ENOTDIR, -EACCES, a broken index is renamed aside and started
+ * holds dir, -EPERM when dir belongs to another user or group or others may
+ * write it, -ENOTDIR, -EACCES; a broken index is renamed aside and started
  * afresh (logged), not an error.
  */
 int dlc_store_open(const char *dir, struct dlc_store **out, char **cause);

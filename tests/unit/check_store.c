@@ -370,6 +370,50 @@ START_TEST(test_open_keeps_existing_mode)
 }
 END_TEST
 
+/* Whoever may write cache_dir could swap index.db and data/ together. */
+START_TEST(test_open_refuses_a_cache_dir_others_can_write)
+{
+	static const mode_t loose[] = { 0777, 0775, 0757, 01777, 0720 };
+	struct dlc_store *store = NULL;
+	char *cause = NULL;
+
+	ck_assert_int_eq(mkdir(cache_dir, 0700), 0);
+	for (size_t i = 0; i < sizeof(loose) / sizeof(loose[0]); i++) {
+		ck_assert_int_eq(chmod(cache_dir, loose[i]), 0);
+		ck_assert_int_eq(dlc_store_open(cache_dir, &store, &cause), -EPERM);
+		ck_assert_ptr_null(store);
+		ck_assert_ptr_nonnull(cause);
+		ck_assert_msg(strstr(cause, "writable by other users") && strstr(cause, "chmod go-w"),
+			      "cause: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	/* Nothing was created in it. */
+	ck_assert_uint_eq(count_files(cache_dir), 0);
+	ck_assert_int_eq(chmod(cache_dir, 0750), 0);
+	store = open_ok();
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+START_TEST(test_open_refuses_a_cache_dir_of_another_user)
+{
+	struct dlc_store *store = NULL;
+	char *cause = NULL;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "check_store: not root; the other-owner case is skipped\n");
+		return;
+	}
+	ck_assert_int_eq(mkdir(cache_dir, 0700), 0);
+	ck_assert_int_eq(chown(cache_dir, 65534, 65534), 0);
+	ck_assert_int_eq(dlc_store_open(cache_dir, &store, &cause), -EPERM);
+	ck_assert_ptr_null(store);
+	ck_assert_msg(cause && strstr(cause, "belongs to user 65534"), "cause: %s", cause);
+	free(cause);
+}
+END_TEST
+
 START_TEST(test_open_not_a_directory)
 {
 	struct dlc_store *store = (struct dlc_store *)1;
@@ -1102,6 +1146,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_open_creates_layout);
 	tcase_add_test(tc, test_open_keeps_existing_mode);
 	tcase_add_test(tc, test_open_not_a_directory);
+	tcase_add_test(tc, test_open_refuses_a_cache_dir_others_can_write);
+	tcase_add_test(tc, test_open_refuses_a_cache_dir_of_another_user);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("verify");

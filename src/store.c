@@ -167,6 +167,21 @@ static int make_layout(struct dlc_store *store)
 	return 0;
 }
 
+/*
+ * Makes data/, data/XX/ and tmp/ again after something removed them behind
+ * the daemon (a cleaner of old files, a person); 0 or -errno (cache_dir
+ * itself is gone).  Logged, since their files are gone too.
+ */
+static int remake_layout(struct dlc_store *store)
+{
+	int rc = make_layout(store);
+
+	if (rc == 0)
+		dlc_log(DLC_LOG_WARNING, "%s/data or %s/tmp was removed while mounted: made again",
+			store->dir, store->dir);
+	return rc;
+}
+
 /* Deletes what inserts in progress left in tmp/. */
 static int clear_tmp(struct dlc_store *store)
 {
@@ -457,6 +472,8 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 
 	/* The bytes are written without the lock; only the rename and row take it. */
 	rc = write_tmp(store, tmp_path, data, size);
+	if (rc == -ENOENT && remake_layout(store) == 0)
+		rc = write_tmp(store, tmp_path, data, size);
 	if (rc != 0)
 		return rc;
 
@@ -468,7 +485,11 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 		goto err_tmp;
 	if (renameat(store->dir_fd, tmp_path, store->dir_fd, rel) != 0) {
 		rc = -errno;
-		goto err_tmp;
+		if (rc == -ENOENT && remake_layout(store) == 0 &&
+		    renameat(store->dir_fd, tmp_path, store->dir_fd, rel) == 0)
+			rc = 0;
+		if (rc != 0)
+			goto err_tmp;
 	}
 	rc = dlc_store_put_row(store, path, name, size, mtime_ns, sum);
 	if (rc != 0) {

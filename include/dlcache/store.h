@@ -84,7 +84,8 @@ int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t s
  * Caches size bytes of data for path (crash-safe, see DESIGN).  Stores the
  * XXH3_64 of data in *hash.  Returns 0; -ENOSPC when the disk is full (nothing
  * is left behind); -EEXIST when another cached path has the same file name
- * (a 64-bit hash collision: do not cache this one); other -errno.
+ * (a 64-bit hash collision: do not cache this one); other -errno.  data/ and
+ * tmp/, when something removed them behind the store, are made again (logged).
  */
 int dlc_store_insert(struct dlc_store *store, const char *path, const void *data,
 		     uint64_t size, int64_t mtime_ns, uint64_t *hash);

@@ -316,6 +316,29 @@ START_TEST(direct_reads_of_a_changed_source_file_give_eio)
 }
 END_TEST
 
+/*
+ * A cache disk that fails writes for good (here cache_dir itself was
+ * removed, so the store cannot make its layout again) turns admission off
+ * at the first failure: one warning, not one per miss, and reads go on.
+ */
+START_TEST(a_cache_disk_that_fails_writes_turns_admission_off)
+{
+	struct dlc_cache_gauges gauges;
+
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	get_and_check(1);
+	ck_assert_uint_eq(cached_entries(), 1);
+	ck_assert_int_eq(nftw(cache_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+	get_and_check(2);
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert(!gauges.admission);
+	get_and_check(3);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS), 1);
+	ck_assert_str_eq(stats.last_error, "a write to the cache disk failed: admission turned off");
+}
+END_TEST
+
 START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 {
 	char path[256];
@@ -366,6 +389,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(integrity, corrupt_cache_file_is_refetched_not_served);
 	tcase_add_test(integrity, source_file_changed_in_size_gives_eio);
 	tcase_add_test(integrity, direct_reads_of_a_changed_source_file_give_eio);
+	tcase_add_test(integrity, a_cache_disk_that_fails_writes_turns_admission_off);
 	suite_add_tcase(s, integrity);
 
 	tcase_add_checked_fixture(capacity, setup, teardown);

@@ -996,6 +996,37 @@ START_TEST(test_name_collision)
 }
 END_TEST
 
+/* ---- cache_dir changed behind the store -------------------------------------- */
+
+/* A cleaner of old files, or a person, removed data/ and tmp/ while mounted. */
+START_TEST(test_layout_removed_while_open_is_made_again)
+{
+	struct dlc_store *store = open_ok();
+	void *a = make_bytes(5000, 1), *b = make_bytes(7000, 2);
+	uint64_t hash_a, hash_b;
+	char path[PATH_MAX];
+
+	ck_assert_int_eq(dlc_store_insert(store, "a", a, 5000, 0, &hash_a), 0);
+	fmt_path(path, sizeof(path), "%s/data", cache_dir);
+	ck_assert_int_eq(nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+	fmt_path(path, sizeof(path), "%s/tmp", cache_dir);
+	ck_assert_int_eq(rmdir(path), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b), 0);
+	read_ok(store, "b", 7000, 2, hash_b);
+	ck_assert_int_eq(dlc_store_read(store, "a", a, 5000, hash_a, NULL), -ENOENT);
+	/* One data/XX removed alone: the rename into it makes it again. */
+	file_of("b", path, sizeof(path));
+	ck_assert_int_eq(unlink(path), 0);
+	*strrchr(path, '/') = '\0';
+	ck_assert_int_eq(rmdir(path), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b), 0);
+	read_ok(store, "b", 7000, 2, hash_b);
+	free(a);
+	free(b);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
 /* ---- a full disk ------------------------------------------------------------- */
 
 START_TEST(test_disk_full)
@@ -1173,6 +1204,10 @@ static Suite *store_suite(void)
 	tc = tcase("crash");
 	tcase_add_test(tc, test_crash_then_reopen_scans);
 	tcase_add_test(tc, test_tmp_cleared_at_every_open);
+	suite_add_tcase(s, tc);
+
+	tc = tcase("behind");
+	tcase_add_test(tc, test_layout_removed_while_open_is_made_again);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("lock");

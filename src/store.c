@@ -35,7 +35,10 @@
  *     is fsync'ed): the scan deletes rows whose file is missing or has the
  *     wrong size, and dlc_store_read's size and xxh3 checks catch the rest.
  * store_index.c says when the scan runs and what becomes of an index.db
- * that cannot be used.
+ * that cannot be used.  A disk too full to open the index (SQLite needs room
+ * for its WAL index, the clean mark, a scan's deletions) leaves the store
+ * without one for this open (no_index): no entry, no insert, no write, so
+ * the index is unchanged for the next open.
  *
  * The lock file is flock(2)ed from open to close, so two daemons never
  * share a cache_dir; tmp/ names are unique within the daemon that holds it.
@@ -280,6 +283,22 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_open_index(store, cause);
+	if (rc == -ENOSPC) {
+		/*
+		 * A full disk must not stop the mount: go on without the cache,
+		 * leaving index.db and the files as they are for the next mount.
+		 */
+		dlc_store_close_index(store);
+		store->no_index = true;
+		if (cause) {
+			free(*cause);
+			*cause = NULL;
+		}
+		dlc_log(DLC_LOG_WARNING, "cache disk under %s is full: the cache index cannot be "
+			"opened, so this mount serves nothing from the cache (its files stay for the "
+			"next mount); reads go on from the source", store->dir);
+		rc = 0;
+	}
 	pthread_mutex_unlock(&store->mutex);
 	if (rc != 0)
 		goto err;
@@ -304,6 +323,8 @@ int dlc_store_load(struct dlc_store *store,
 	int64_t last = INT64_MIN;
 	int err = 0;
 
+	if (store->no_index)
+		return 0;
 	rows = calloc(LOAD_CHUNK, sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
@@ -462,6 +483,8 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 	uint64_t sum;
 	int rc;
 
+	if (store->no_index)
+		return -ENOSPC;
 	if (size > (uint64_t)SSIZE_MAX || size > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	sum = XXH3_64bits(data, (size_t)size);
@@ -512,6 +535,8 @@ int dlc_store_remove(struct dlc_store *store, const char *path)
 	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
 	int rc;
 
+	if (store->no_index)
+		return -ENOENT;
 	entry_name(path, name);
 	dlc_store_data_path(name, rel);
 	pthread_mutex_lock(&store->mutex);
@@ -540,6 +565,8 @@ int dlc_store_flush(struct dlc_store *store)
 {
 	int rc;
 
+	if (store->no_index)
+		return 0;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_commit_changes(store);
 	pthread_mutex_unlock(&store->mutex);
@@ -550,6 +577,9 @@ int dlc_store_meta_get(struct dlc_store *store, const char *key, char **value)
 {
 	int rc;
 
+	*value = NULL;
+	if (store->no_index)
+		return -ENOENT;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_meta_get_locked(store, key, value);
 	pthread_mutex_unlock(&store->mutex);
@@ -560,6 +590,8 @@ int dlc_store_meta_set(struct dlc_store *store, const char *key, const char *val
 {
 	int rc;
 
+	if (store->no_index)
+		return -ENOSPC;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_meta_set_locked(store, key, value);
 	pthread_mutex_unlock(&store->mutex);
@@ -574,7 +606,7 @@ int dlc_store_close(struct dlc_store *store)
 		return 0;
 	dlc_store_stop_flusher(store);
 	pthread_mutex_lock(&store->mutex);
-	rc = dlc_store_mark_clean(store);
+	rc = store->no_index ? 0 : dlc_store_mark_clean(store);
 	pthread_mutex_unlock(&store->mutex);
 	store_destroy(store);
 	return rc;

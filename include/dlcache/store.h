@@ -48,7 +48,9 @@ struct dlc_store_entry {
  * -errno with *cause set to a malloc'd sentence: -EBUSY when another daemon
  * holds dir, -EPERM when dir belongs to another user or group or others may
  * write it, -ENOTDIR, -EACCES; a broken index is renamed aside and started
- * afresh (logged), not an error.
+ * afresh (logged), not an error.  Nor is a disk too full to open the index
+ * (logged): the store then lists no entry, refuses every insert with
+ * -ENOSPC and writes nothing, so the next open finds the index as it was.
  */
 int dlc_store_open(const char *dir, struct dlc_store **out, char **cause);
 

@@ -1090,6 +1090,78 @@ START_TEST(test_disk_full)
 }
 END_TEST
 
+/*
+ * A disk that filled up between mounts (another process, or the cache's own
+ * files) must not stop the next mount: the store opens without its index,
+ * refuses every insert, writes nothing, and the index is whole again for the
+ * mount after the disk has room.
+ */
+START_TEST(test_disk_full_at_open)
+{
+	enum { BLOB = 24 * 1024 };
+	struct dlc_store *store;
+	char path[32], filler[PATH_MAX], *value;
+	uint64_t hash;
+	struct loaded l;
+	unsigned n;
+	int fd;
+
+	fmt_path(mnt_dir, sizeof(mnt_dir), "%s/mnt", root);
+	ck_assert_int_eq(mkdir(mnt_dir, 0700), 0);
+	if (unshare(CLONE_NEWNS) == 0)
+		(void)mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL);
+	if (mount("tmpfs", mnt_dir, "tmpfs", 0, "size=256k,mode=0700") != 0) {
+		fprintf(stderr, "check_store: cannot mount a tmpfs (%s); disk-full case skipped\n",
+			strerror(errno));
+		return;
+	}
+	mnt_mounted = true;
+	fmt_path(cache_dir, sizeof(cache_dir), "%s/cache", mnt_dir);
+	store = open_ok();
+	for (n = 0; n < 4; n++) {
+		void *data = make_bytes(BLOB, n);
+
+		snprintf(path, sizeof(path), "kept/%u", n);
+		ck_assert_int_eq(dlc_store_insert(store, path, data, BLOB, 0, &hash), 0);
+		free(data);
+	}
+	ck_assert_int_eq(dlc_store_close(store), 0);
+
+	/* Another process fills the disk to the last block. */
+	fmt_path(filler, sizeof(filler), "%s/filler", mnt_dir);
+	fd = open(filler, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	for (;;) {
+		static const char block[4096];
+
+		if (write(fd, block, sizeof(block)) < (ssize_t)sizeof(block))
+			break;
+	}
+	close(fd);
+
+	store = open_ok();
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 0);
+	loaded_free(&l);
+	ck_assert_int_eq(dlc_store_insert(store, "new", "x", 1, 0, &hash), -ENOSPC);
+	ck_assert_int_eq(dlc_store_meta_set(store, "k", "v"), -ENOSPC);
+	ck_assert_int_eq(dlc_store_meta_get(store, "k", &value), -ENOENT);
+	ck_assert_ptr_null(value);
+	ck_assert_int_eq(dlc_store_remove(store, "kept/0"), -ENOENT);
+	ck_assert_int_eq(dlc_store_flush(store), 0);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+
+	/* With room again, the next open finds every entry. */
+	ck_assert_int_eq(unlink(filler), 0);
+	store = open_ok();
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 4);
+	loaded_free(&l);
+	ck_assert_uint_eq(count_in("data"), 4);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
 /* ---- threads ----------------------------------------------------------------- */
 
 struct worker {
@@ -1227,6 +1299,7 @@ static Suite *store_suite(void)
 
 	tc = tcase("disk_full");
 	tcase_add_test(tc, test_disk_full);
+	tcase_add_test(tc, test_disk_full_at_open);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("threads");

@@ -60,12 +60,20 @@ for t in "${targets[@]}"; do
 	[ -x "$exe" ] || { echo "no fuzz target '$t' (built: control, options)" >&2; exit 2; }
 	mkdir -p "$scratch"
 	echo "== fuzz_$t: replaying $(find "$seeds" -type f | wc -l) checked-in inputs"
-	if ! "$exe" -runs=0 "$seeds" >"$FUZZ_BUILD/replay-$t.log" 2>&1; then
+	if ! "$exe" -runs=0 -artifact_prefix="$FUZZ_BUILD/artifacts/$t-" "$seeds" \
+		>"$FUZZ_BUILD/replay-$t.log" 2>&1; then
 		tail -n 60 "$FUZZ_BUILD/replay-$t.log" >&2
 		echo "FAIL: fuzz_$t fails on a checked-in input of $seeds" >&2
 		exit 1
 	fi
 	[ "$FUZZ_SECONDS" -gt 0 ] || continue
+	# Keep the scratch corpus small: merge it down to what adds coverage.
+	if [ "$(find "$scratch" -type f | wc -l)" -gt 1000 ]; then
+		rm -rf "$scratch.merged" && mkdir "$scratch.merged"
+		if "$exe" -merge=1 "$scratch.merged" "$scratch" >"$FUZZ_BUILD/merge-$t.log" 2>&1; then
+			rm -rf "$scratch" && mv "$scratch.merged" "$scratch"
+		fi
+	fi
 	echo "== fuzz_$t: fuzzing for $FUZZ_SECONDS s"
 	# -timeout: an input that takes 10 s is a hang; -rss_limit_mb bounds memory.
 	if ! "$exe" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
@@ -78,5 +86,5 @@ for t in "${targets[@]}"; do
 	fi
 	grep -E '^(#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units|stat::peak_rss_mb)' \
 		"$FUZZ_BUILD/fuzz-$t.log" || true
-	echo "corpus: $(find "$scratch" -type f | wc -l) inputs in $scratch"
+	echo "scratch corpus: $(find "$scratch" -type f | wc -l) files in $scratch"
 done

@@ -82,3 +82,14 @@ read_status_within() {
 	wait "$pid" || true
 	cat "$out"
 }
+
+# wait_stat KEY VALUE SECONDS: waits until the .stats member KEY reaches
+# VALUE (a number), so that a test acts once the daemon is where it wants it.
+wait_stat() {
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		[ "$(stat_value "$1")" -ge "$2" ] && return 0
+		sleep 0.1
+	done
+	fail "$1 did not reach $2 in $3 s: $(stat_value "$1")"
+}

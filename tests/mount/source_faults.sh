@@ -109,14 +109,14 @@ test_readers_killed_or_interrupted_mid_read_leave_the_daemon_serving() {
 	# the daemon answers, the fetch completes and is cached.
 	cat "$MNT/$a" >/dev/null &
 	r=$!
-	sleep 0.3
+	wait_stat misses 1 10
 	kill -9 "$r"
 	wait_gone "$r" 10 "a reader killed with SIGKILL"
 	wait "$r" 2>/dev/null || true
 	# SIGINT to a Python reader (KeyboardInterrupt) blocked on the same kind of read.
 	python3 -c 'import sys; open(sys.argv[1], "rb").read()' "$MNT/$b" 2>/dev/null &
 	r=$!
-	sleep 0.3
+	wait_stat misses 2 10
 	kill -INT "$r"
 	wait_gone "$r" 10 "a reader interrupted with SIGINT"
 	wait "$r" 2>/dev/null || true
@@ -150,7 +150,8 @@ start_slow_readers() {
 		read_status "$(small 3 "$i")" >"$WORK/reader.$i" &
 		READERS+=($!)
 	done
-	sleep 0.5
+	# Every reader is inside its open, waiting for the source.
+	wait_stat misses "$1" 10
 }
 
 # check_slow_readers SECONDS ALLOWED: every reader ends within SECONDS with

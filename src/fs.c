@@ -509,9 +509,27 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		dlc_blob_put(blob);
 		return;
 	}
-	case HANDLE_TEXT:
-		reply_slice(req, h->text, h->text_len, size, off);
+	case HANDLE_TEXT: {
+		/*
+		 * As for a blob, the reply must own its bytes until
+		 * fuse_reply_buf returns; a virtual file is read once, so the
+		 * slice is copied rather than the text shared.
+		 */
+		size_t len = (uint64_t)off >= h->text_len ? 0 :
+			     h->text_len - (uint64_t)off < size ? (size_t)(h->text_len - (uint64_t)off)
+								 : size;
+
+		buf = malloc(len ? len : 1);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		if (len)
+			memcpy(buf, h->text + off, len);
+		fuse_reply_buf(req, buf, len);
+		free(buf);
 		return;
+	}
 	case HANDLE_CONTROL:
 		fuse_reply_buf(req, NULL, 0);
 		return;

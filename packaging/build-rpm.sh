@@ -13,13 +13,11 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS,tree/dlcache-$version}
 (cd "$top" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work/tree/dlcache-$version")
 tar -C "$work/tree" -czf "$work/SOURCES/dlcache-$version.tar.gz" "dlcache-$version"
-args=()
+args=(--define "_topdir $work")
 if ! rpm --eval '%{?meson_build}' | grep -q meson; then
-	# --macros first: rpm 4.18 does not load it after a --define.
-	args+=(--macros "$(rpm --showrc | sed -n 's/^Macro path: //p'):$top/packaging/rpm/macros.meson"
-	       --define "_build_id_links none" --nodeps)
+	args+=(--define "_build_id_links none" --nodeps
+	       --macros "$(rpm --showrc | sed -n 's/^Macro path: //p'):$top/packaging/rpm/macros.meson")
 fi
-args+=(--define "_topdir $work")
 rpmbuild -bb "${args[@]}" "$top/packaging/rpm/dlcache.spec" >"$work/build.log" 2>&1 || {
 	tail -n 30 "$work/build.log" >&2
 	echo "build-rpm: rpmbuild failed (the end of its log is above); install the BuildRequires of packaging/rpm/dlcache.spec." >&2

@@ -15,8 +15,7 @@ mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS,tree/dlcache-$version}
 tar -C "$work/tree" -czf "$work/SOURCES/dlcache-$version.tar.gz" "dlcache-$version"
 args=(--define "_topdir $work")
 if ! rpm --eval '%{?meson_build}' | grep -q meson; then
-	args+=(--define "_build_id_links none" --nodeps
-	       --macros "$(rpm --showrc | sed -n 's/^Macro path: //p'):$top/packaging/rpm/macros.meson")
+	args+=(--nodeps --load "$top/packaging/rpm/macros.meson")
 fi
 rpmbuild -bb "${args[@]}" "$top/packaging/rpm/dlcache.spec" >"$work/build.log" 2>&1 || {
 	tail -n 30 "$work/build.log" >&2

@@ -26,7 +26,7 @@ echo "== .deb"
 command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null ||
 	{ echo "SKIP: dpkg-buildpackage or debhelper is missing"; exit 77; }
 deb=$("$SRCDIR/packaging/build-deb.sh" "$WORK/deb" | tail -n 1)
-dpkg-deb -c "$deb" | awk '{print $6, $7, $8}' | tee "$WORK/deb.list"
+dpkg-deb -c "$deb" | awk '{$1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print}' | tee "$WORK/deb.list"
 has_all "$WORK/deb.list"
 dpkg-deb -f "$deb" Depends | tee "$WORK/deb.depends"
 for d in fuse3 libfuse3 libsqlite3 libxxhash; do

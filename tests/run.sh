@@ -7,8 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh
 dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" "${DLC_RUN_PACKAGES[@]}" \
-	"${DLC_TRAIN_PACKAGES[@]}" "${DLC_PACKAGE_PACKAGES[@]}" "${DLC_FUZZ_PACKAGES[@]}"
+	"${DLC_TRAIN_PACKAGES[@]}" "${DLC_PACKAGE_PACKAGES[@]}"
 
+# The fuzz suite's compiler (tests/fuzz/run.sh skips without it).
+dlc_install_packages "${DLC_FUZZ_PACKAGES[@]}"
 werror=false
 [ -n "${CI:-}" ] && werror=true
 if [ -d build/meson-private ]; then

@@ -75,16 +75,17 @@ void dlc_fetch_stop(struct dlc_fetch *fetch);
  */
 int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
 
-/*
- * Range reads from the source for files too large to cache (counted as
- * bypasses).  A read never goes past ino's size in the snapshot; one that
- * finds the file shorter or longer than that is -EIO (logged: the file
- * changed on the source), never a short count the kernel would take for
- * the end of the file.
- */
+/* Range reads from the source for files too large to cache (counted as bypasses). */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out);
 ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file *file,
 			      void *buf, size_t len, uint64_t off);
+
+/*
+ * dlc_fetch_read_direct never reads past ino's size in the snapshot; a read
+ * that finds the file shorter or longer than that is -EIO (logged: the file
+ * changed on the source), never a short count the kernel would take for
+ * the end of the file.
+ */
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file);
 
 #endif

@@ -79,13 +79,6 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out);
 ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file *file,
 			      void *buf, size_t len, uint64_t off);
-
-/*
- * dlc_fetch_read_direct never reads past ino's size in the snapshot; a read
- * that finds the file shorter or longer than that is -EIO (logged: the file
- * changed on the source), never a short count the kernel would take for
- * the end of the file.
- */
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file);
 
 #endif

@@ -277,8 +277,13 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 		dlc_log(DLC_LOG_WARNING, "cache disk under %s is full: admission is off until remount, reads go on from the source",
 			dlc_store_dir(cache->store));
 		dlc_stats_set_error(cache->stats, "cache disk full: admission turned off");
-	} else if (rc != -ENOSPC && rc != -EEXIST) {
-		dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s", path, strerror(-rc));
+	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
+		/* A disk that fails one write (read-only, I/O errors, cache_dir
+		 * removed) fails the next ones too: one warning, not one per miss. */
+		cache->admission = false;
+		dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s; admission is off until remount, reads go on from the source",
+			path, strerror(-rc));
+		dlc_stats_set_error(cache->stats, "a write to the cache disk failed: admission turned off");
 	}
 	pthread_mutex_unlock(&cache->lock);
 bypass:

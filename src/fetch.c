@@ -119,6 +119,11 @@ static struct dlc_blob *blob_get(struct dlc_blob *blob)
 	return blob;
 }
 
+struct dlc_blob *dlc_blob_get(struct dlc_blob *blob)
+{
+	return blob_get(blob);
+}
+
 void dlc_blob_put(struct dlc_blob *blob)
 {
 	if (blob && atomic_fetch_sub(&blob->refs, 1) == 1)
@@ -637,7 +642,29 @@ ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_
 	if (n < 0) {
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		dlc_log(DLC_LOG_WARNING, "read from the source failed: %s", strerror((int)-n));
+		dlc_stats_set_error(fetch->stats, "a read from the source failed");
 		return -EIO;
+	}
+	/*
+	 * Drivers return short reads only at the end of the file, so a count
+	 * other than the snapshot's size allows means the file changed on the
+	 * source: -EIO, never a short count the kernel would take for the end
+	 * of the file, nor bytes past the snapshot's end.
+	 */
+	{
+		const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
+		uint64_t size = node ? node->size : 0;
+		uint64_t expected = off >= size ? 0 : size - off < len ? size - off : len;
+		char path[4096];
+
+		if ((uint64_t)n != expected && !(off >= size && n == 0)) {
+			dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
+			if (dlc_snapshot_path(fetch->snapshot, ino, path, sizeof(path)) < 0)
+				snprintf(path, sizeof(path), "inode %u", ino);
+			dlc_log(DLC_LOG_WARNING, "%s changed size on the source since the snapshot; remount with -o refresh", path);
+			dlc_stats_set_error(fetch->stats, "a file changed size on the source since the snapshot");
+			return -EIO;
+		}
 	}
 	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_REMOTE, (uint64_t)n);
 	return n;

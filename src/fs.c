@@ -66,6 +66,8 @@ struct handle {
 	int fd;                                 /* HANDLE_FD */
 	pthread_mutex_t lock;                   /* HANDLE_CONTROL: guards parser */
 	struct dlc_control_parser *parser;
+	struct handle *prev, *next;             /* fs->open_handles; guarded by
+						 * fs->handles_lock */
 };
 
 struct fs;
@@ -89,6 +91,12 @@ struct fs {
 	uid_t owner;
 	gid_t owner_group;
 	_Atomic uint64_t epoch;     /* the last "epoch N" written to .control */
+	/*
+	 * Every handle the kernel holds: the ones it never releases (the
+	 * daemon stopped while files were open) are freed by fs_destroy.
+	 */
+	pthread_mutex_t handles_lock;
+	struct handle open_handles; /* list head; guarded by handles_lock */
 };
 
 static struct fs *fs_of(fuse_req_t req)
@@ -396,6 +404,24 @@ static void free_handle(struct fs *fs, struct handle *h)
 	free(h);
 }
 
+static void track_handle(struct fs *fs, struct handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->open_handles.next;
+	h->prev = &fs->open_handles;
+	h->next->prev = h;
+	fs->open_handles.next = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static void untrack_handle(struct fs *fs, struct handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->prev->next = h->next;
+	h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
 static int open_file(struct fs *fs, fuse_ino_t ino, struct handle *h)
 {
 	struct dlc_fs_context *c = fs->context;
@@ -449,8 +475,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->noflush = 1;
 	}
 	fi->fh = (uintptr_t)h;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted: nobody will release this handle. */
+	track_handle(fs, h);
+	if (fuse_reply_open(req, fi) != 0) {
+		/* The opener was interrupted, or the connection is gone: nobody
+		 * will release this handle. */
+		untrack_handle(fs, h);
 		free_handle(fs, h);
 	}
 }
@@ -472,12 +501,40 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ssize_t n;
 
 	switch (h->kind) {
-	case HANDLE_BLOB:
-		reply_slice(req, h->blob->data, h->blob->size, size, off);
+	case HANDLE_BLOB: {
+		/*
+		 * The reply holds its own reference: once the kernel has the
+		 * reply it may send RELEASE, and another thread free the
+		 * handle, before fuse_reply_buf returns (ASan's writev
+		 * interceptor checks the buffer after the call).
+		 */
+		struct dlc_blob *blob = dlc_blob_get(h->blob);
+
+		reply_slice(req, blob->data, blob->size, size, off);
+		dlc_blob_put(blob);
 		return;
-	case HANDLE_TEXT:
-		reply_slice(req, h->text, h->text_len, size, off);
+	}
+	case HANDLE_TEXT: {
+		/*
+		 * As for a blob, the reply must own its bytes until
+		 * fuse_reply_buf returns; a virtual file is read once, so the
+		 * slice is copied rather than the text shared.
+		 */
+		size_t len = (uint64_t)off >= h->text_len ? 0 :
+			     h->text_len - (uint64_t)off < size ? (size_t)(h->text_len - (uint64_t)off)
+								 : size;
+
+		buf = malloc(len ? len : 1);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		if (len)
+			memcpy(buf, h->text + off, len);
+		fuse_reply_buf(req, buf, len);
+		free(buf);
 		return;
+	}
 	case HANDLE_CONTROL:
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -514,6 +571,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* A tail not ended by a flush (there is always one on close) is applied here. */
 	if (h->kind == HANDLE_CONTROL)
 		control_finish(fs_of(req), h);
+	untrack_handle(fs_of(req), h);
 	free_handle(fs_of(req), h);
 	fuse_reply_err(req, 0);
 }
@@ -748,9 +806,19 @@ static void fs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	refuse(req);
 }
 
+/* No request runs any more: frees the handles the kernel will never release. */
 static void fs_destroy(void *userdata)
 {
-	free(userdata);
+	struct fs *fs = userdata;
+
+	while (fs->open_handles.next != &fs->open_handles) {
+		struct handle *h = fs->open_handles.next;
+
+		untrack_handle(fs, h);
+		free_handle(fs, h);
+	}
+	pthread_mutex_destroy(&fs->handles_lock);
+	free(fs);
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -795,9 +863,13 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	fs->virtual_base = dlc_snapshot_count(context->snapshot);
 	fs->owner = getuid();
 	fs->owner_group = getgid();
+	pthread_mutex_init(&fs->handles_lock, NULL);
+	fs->open_handles.next = fs->open_handles.prev = &fs->open_handles;
 	clock_gettime(CLOCK_REALTIME, &fs->started);
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
-	if (!session)
+	if (!session) {
+		pthread_mutex_destroy(&fs->handles_lock);
 		free(fs);
+	}
 	return session;
 }

@@ -174,8 +174,11 @@ static struct fuse_session *new_session(struct dlc_options *opts, struct dlc_fs_
 	char program[] = "dlcache", dash_o[] = "-o", dash_d[] = "-d";
 	char *argv[] = { program, dash_o, opts->kernel_opts, dash_d, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);
+	struct fuse_session *session = dlc_fs_session_new(&args, context);
 
-	return dlc_fs_session_new(&args, context);
+	/* fuse_session_new leaves what it did not consume in a copy of argv. */
+	fuse_opt_free_args(&args);
+	return session;
 }
 
 static int serve(struct dlc_options *opts, struct fuse_session *session, struct dlc_fetch *fetch,

@@ -1108,6 +1108,8 @@ void dlc_options_free(struct dlc_options *opts)
 	opts->cache_dir = NULL;
 	opts->snapshot = NULL;
 	opts->kernel_opts = NULL;
+	opts->control_user = NULL;
+	opts->control_group = NULL;
 }
 
 void dlc_options_usage(const char *program, FILE *out)

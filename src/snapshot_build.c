@@ -204,7 +204,9 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 		entry->target = entry->target_off == SIZE_MAX ? NULL
 							      : listing->buf + entry->target_off;
 	}
-	qsort(listing->entries, listing->nentries, sizeof(*listing->entries), compare_listed);
+	/* An empty directory has no entries array, and qsort may not be given NULL. */
+	if (listing->nentries > 1)
+		qsort(listing->entries, listing->nentries, sizeof(*listing->entries), compare_listed);
 	for (size_t i = 0; i < listing->nentries; i++) {
 		struct listed_entry *entry = &listing->entries[i];
 

@@ -35,7 +35,10 @@
  *     is fsync'ed): the scan deletes rows whose file is missing or has the
  *     wrong size, and dlc_store_read's size and xxh3 checks catch the rest.
  * store_index.c says when the scan runs and what becomes of an index.db
- * that cannot be used.
+ * that cannot be used.  A disk too full to open the index (SQLite needs room
+ * for its WAL index, the clean mark, a scan's deletions) leaves the store
+ * without one for this open (no_index): no entry, no insert, no write, so
+ * the index is unchanged for the next open.
  *
  * The lock file is flock(2)ed from open to close, so two daemons never
  * share a cache_dir; tmp/ names are unique within the daemon that holds it.
@@ -121,6 +124,36 @@ out:
 	return rc;
 }
 
+/*
+ * cache_dir must be the daemon's own and writable by nobody else: whoever
+ * can write it can replace index.db and the files under data/ together,
+ * hashes included, and so choose the bytes the mount serves.
+ */
+static int check_private(struct dlc_store *store, const char *dir, char **cause)
+{
+	struct stat st;
+
+	if (fstat(store->dir_fd, &st) != 0) {
+		int rc = -errno;
+
+		dlc_cause_set(cause, "cannot stat cache_dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (st.st_uid != geteuid()) {
+		dlc_cause_set(cause, "cache_dir %s belongs to user %u, not to the user mounting (%u), "
+			      "who could change the cached bytes; give a directory of your own, or "
+			      "chown it", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		dlc_cause_set(cause, "cache_dir %s is writable by other users (mode %04o), who could "
+			      "change the cached bytes; run chmod go-w %s, or give a private directory",
+			      dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int make_layout(struct dlc_store *store)
 {
 	char sub[sizeof("data/xx")];
@@ -135,6 +168,21 @@ static int make_layout(struct dlc_store *store)
 	if (mkdirat(store->dir_fd, "tmp", 0700) != 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/*
+ * Makes data/, data/XX/ and tmp/ again after something removed them behind
+ * the daemon (a cleaner of old files, a person); 0 or -errno (cache_dir
+ * itself is gone).  Logged, since their files are gone too.
+ */
+static int remake_layout(struct dlc_store *store)
+{
+	int rc = make_layout(store);
+
+	if (rc == 0)
+		dlc_log(DLC_LOG_WARNING, "%s/data or %s/tmp was removed while mounted: made again",
+			store->dir, store->dir);
+	return rc;
 }
 
 /* Deletes what inserts in progress left in tmp/. */
@@ -204,6 +252,9 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 		dlc_cause_set(cause, "cannot resolve cache_dir %s: %s", dir, strerror(-rc));
 		goto err;
 	}
+	rc = check_private(store, store->dir, cause);
+	if (rc != 0)
+		goto err;
 
 	store->lock_fd = openat(store->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
 				0600);
@@ -232,6 +283,22 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_open_index(store, cause);
+	if (rc == -ENOSPC) {
+		/*
+		 * A full disk must not stop the mount: go on without the cache,
+		 * leaving index.db and the files as they are for the next mount.
+		 */
+		dlc_store_close_index(store);
+		store->no_index = true;
+		if (cause) {
+			free(*cause);
+			*cause = NULL;
+		}
+		dlc_log(DLC_LOG_WARNING, "cache disk under %s is full: the cache index cannot be "
+			"opened, so this mount serves nothing from the cache (its files stay for the "
+			"next mount); reads go on from the source", store->dir);
+		rc = 0;
+	}
 	pthread_mutex_unlock(&store->mutex);
 	if (rc != 0)
 		goto err;
@@ -256,6 +323,8 @@ int dlc_store_load(struct dlc_store *store,
 	int64_t last = INT64_MIN;
 	int err = 0;
 
+	if (store->no_index)
+		return 0;
 	rows = calloc(LOAD_CHUNK, sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
@@ -414,6 +483,8 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 	uint64_t sum;
 	int rc;
 
+	if (store->no_index)
+		return -ENOSPC;
 	if (size > (uint64_t)SSIZE_MAX || size > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	sum = XXH3_64bits(data, (size_t)size);
@@ -424,6 +495,8 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 
 	/* The bytes are written without the lock; only the rename and row take it. */
 	rc = write_tmp(store, tmp_path, data, size);
+	if (rc == -ENOENT && remake_layout(store) == 0)
+		rc = write_tmp(store, tmp_path, data, size);
 	if (rc != 0)
 		return rc;
 
@@ -435,7 +508,11 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 		goto err_tmp;
 	if (renameat(store->dir_fd, tmp_path, store->dir_fd, rel) != 0) {
 		rc = -errno;
-		goto err_tmp;
+		if (rc == -ENOENT && remake_layout(store) == 0 &&
+		    renameat(store->dir_fd, tmp_path, store->dir_fd, rel) == 0)
+			rc = 0;
+		if (rc != 0)
+			goto err_tmp;
 	}
 	rc = dlc_store_put_row(store, path, name, size, mtime_ns, sum);
 	if (rc != 0) {
@@ -458,6 +535,8 @@ int dlc_store_remove(struct dlc_store *store, const char *path)
 	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
 	int rc;
 
+	if (store->no_index)
+		return -ENOENT;
 	entry_name(path, name);
 	dlc_store_data_path(name, rel);
 	pthread_mutex_lock(&store->mutex);
@@ -486,6 +565,8 @@ int dlc_store_flush(struct dlc_store *store)
 {
 	int rc;
 
+	if (store->no_index)
+		return 0;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_commit_changes(store);
 	pthread_mutex_unlock(&store->mutex);
@@ -496,6 +577,9 @@ int dlc_store_meta_get(struct dlc_store *store, const char *key, char **value)
 {
 	int rc;
 
+	*value = NULL;
+	if (store->no_index)
+		return -ENOENT;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_meta_get_locked(store, key, value);
 	pthread_mutex_unlock(&store->mutex);
@@ -506,6 +590,8 @@ int dlc_store_meta_set(struct dlc_store *store, const char *key, const char *val
 {
 	int rc;
 
+	if (store->no_index)
+		return -ENOSPC;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_meta_set_locked(store, key, value);
 	pthread_mutex_unlock(&store->mutex);
@@ -520,7 +606,7 @@ int dlc_store_close(struct dlc_store *store)
 		return 0;
 	dlc_store_stop_flusher(store);
 	pthread_mutex_lock(&store->mutex);
-	rc = dlc_store_mark_clean(store);
+	rc = store->no_index ? 0 : dlc_store_mark_clean(store);
 	pthread_mutex_unlock(&store->mutex);
 	store_destroy(store);
 	return rc;

@@ -19,9 +19,10 @@
  * held but the flusher's start and stop; the flusher thread takes it itself
  * and sleeps on store->wake until a transaction begins or is due.
  *
- * On disk.  Meta "clean" is set to "0" (committed) at open and to "1" at a
- * close that committed everything, so only a crash, or a commit that SQLite
- * rolled back, makes the next open scan (store.c says what a crash can leave
+ * On disk.  Meta "clean" is set to "0" (committed, and checkpointed into
+ * index.db so that a power cut losing the WAL cannot undo it) at open and to
+ * "1" at a close that committed everything, so only a crash, a power cut, or
+ * a commit that SQLite rolled back, makes the next open scan (store.c says what a crash can leave
  * behind).  The scan deletes the rows whose file is missing or has the wrong
  * size, then the files under data/ that have no row.  An index.db that
  * SQLite cannot read, that fails quick_check after a crash, or that has
@@ -626,10 +627,21 @@ int dlc_store_open_index(struct dlc_store *store, char **cause)
 			return rc;
 		}
 	}
-	/* A crash from now on must make the next open scan. */
+	/*
+	 * A crash from now on must make the next open scan, and so must a
+	 * power cut that loses the WAL's unsynced tail (synchronous=NORMAL):
+	 * the mark is checkpointed into index.db itself, which a checkpoint
+	 * syncs, before any cache file is written.
+	 */
 	rc = dlc_store_meta_set_locked(store, "clean", "0");
 	if (rc == 0)
 		rc = dlc_store_commit_changes(store);
+	if (rc == 0) {
+		int sql = sqlite3_wal_checkpoint_v2(store->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL);
+
+		if (sql != SQLITE_OK)
+			rc = db_failed(store, "checkpoint", sql);
+	}
 	if (rc != 0)
 		dlc_cause_set(cause, "cannot write the cache index %s/index.db: %s", store->dir,
 			  strerror(-rc));

@@ -44,6 +44,8 @@ struct dlc_store {
 	int dir_fd;                     /* every file is opened relative to it */
 	int lock_fd;                    /* holds flock(LOCK_EX) on dir/lock */
 	atomic_uint_fast64_t tmp_seq;   /* makes tmp/ names unique */
+	bool no_index;                  /* the disk was full at open: index.db is not
+					 * open and nothing is read or written */
 
 	pthread_mutex_t mutex;
 	pthread_cond_t wake;            /* a transaction began, or stopping */

@@ -19,6 +19,9 @@ dlc_install_packages() {
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev check)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
+# The fuzz suite (tests/fuzz/run.sh): clang 14 and its libFuzzer, ASan and
+# UBSan runtimes (libclang-rt-14-dev holds libclang_rt.fuzzer-x86_64.a).
+DLC_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # The training example and its test: PyTorch on the CPU, from Debian.
 DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)
 # The docs and packaging suites: man(1), dpkg-buildpackage with debhelper, rpmbuild.

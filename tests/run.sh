@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" "${DLC_RUN_PACKAGES[@]}" \
 	"${DLC_TRAIN_PACKAGES[@]}" "${DLC_PACKAGE_PACKAGES[@]}" "${DLC_TEST_PACKAGES[@]}"
 
+# The fuzz suite's compiler (tests/fuzz/run.sh skips without it).
+dlc_install_packages "${DLC_FUZZ_PACKAGES[@]}"
 werror=false
 [ -n "${CI:-}" ] && werror=true
 if [ -d build/meson-private ]; then

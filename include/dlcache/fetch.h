@@ -32,6 +32,8 @@ struct dlc_blob {
 	unsigned char data[];
 };
 
+/* Takes one more reference; returns blob. */
+struct dlc_blob *dlc_blob_get(struct dlc_blob *blob);
 void dlc_blob_put(struct dlc_blob *blob);
 
 struct dlc_fetch; /* opaque */

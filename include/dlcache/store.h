@@ -3,7 +3,8 @@
  * persistent index in SQLite, xxh3 verification, crash-safe insert.
  *
  * Layout of cache_dir (missing components created 0700, mkdir -p; the mode of
- * an existing directory is left alone):
+ * an existing directory is left alone, but cache_dir itself must belong to
+ * the caller and be writable by nobody else):
  *   lock           flock(2)ed while a daemon uses the directory
  *   index.db       SQLite (WAL): entries(path TEXT PRIMARY KEY, name TEXT UNIQUE,
  *                  size, mtime_ns, hash) and meta(key TEXT PRIMARY KEY, value)
@@ -45,8 +46,11 @@ struct dlc_store_entry {
 /*
  * Opens (creating if needed) the cache in dir and locks it.  Returns 0, or
  * -errno with *cause set to a malloc'd sentence: -EBUSY when another daemon
- * holds dir, -ENOTDIR, -EACCES, a broken index is renamed aside and started
- * afresh (logged), not an error.
+ * holds dir, -EPERM when dir belongs to another user or group or others may
+ * write it, -ENOTDIR, -EACCES; a broken index is renamed aside and started
+ * afresh (logged), not an error.  Nor is a disk too full to open the index
+ * (logged): the store then lists no entry, refuses every insert with
+ * -ENOSPC and writes nothing, so the next open finds the index as it was.
  */
 int dlc_store_open(const char *dir, struct dlc_store **out, char **cause);
 
@@ -82,7 +86,8 @@ int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t s
  * Caches size bytes of data for path (crash-safe, see DESIGN).  Stores the
  * XXH3_64 of data in *hash.  Returns 0; -ENOSPC when the disk is full (nothing
  * is left behind); -EEXIST when another cached path has the same file name
- * (a 64-bit hash collision: do not cache this one); other -errno.
+ * (a 64-bit hash collision: do not cache this one); other -errno.  data/ and
+ * tmp/, when something removed them behind the store, are made again (logged).
  */
 int dlc_store_insert(struct dlc_store *store, const char *path, const void *data,
 		     uint64_t size, int64_t mtime_ns, uint64_t *hash);

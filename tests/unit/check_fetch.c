@@ -288,6 +288,57 @@ START_TEST(source_file_changed_in_size_gives_eio)
 }
 END_TEST
 
+/*
+ * A large file read by range that shrank on the source used to give the
+ * reader a short read, which the kernel takes for the end of the file: a
+ * silently truncated sample (found by tests/mount/source_faults.sh).
+ */
+START_TEST(direct_reads_of_a_changed_source_file_give_eio)
+{
+	struct dlc_backend_file *file = NULL;
+	char buf[FILE_SIZE + 4096];
+	char path[256];
+
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	snprintf(path, sizeof(path), "%s/f05", src);
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, sizeof(buf), 0), FILE_SIZE);
+	ck_assert_uint_eq((unsigned char)buf[7], (7 * 31 + 5) & 0xff);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 100, FILE_SIZE - 100), 100);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE), 0);
+	ck_assert_int_eq(truncate(path, FILE_SIZE / 2), 0);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, sizeof(buf), 0), -EIO);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE - 4096), -EIO);
+	ck_assert_int_eq(truncate(path, FILE_SIZE + 1), 0);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE - 10), -EIO);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_REMOTE_ERRORS), 3);
+	dlc_fetch_close_direct(fetch, file);
+}
+END_TEST
+
+/*
+ * A cache disk that fails writes for good (here cache_dir itself was
+ * removed, so the store cannot make its layout again) turns admission off
+ * at the first failure: one warning, not one per miss, and reads go on.
+ */
+START_TEST(a_cache_disk_that_fails_writes_turns_admission_off)
+{
+	struct dlc_cache_gauges gauges;
+
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	get_and_check(1);
+	ck_assert_uint_eq(cached_entries(), 1);
+	ck_assert_int_eq(nftw(cache_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+	get_and_check(2);
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert(!gauges.admission);
+	get_and_check(3);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS), 1);
+	ck_assert_str_eq(stats.last_error, "a write to the cache disk failed: admission turned off");
+}
+END_TEST
+
 START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 {
 	char path[256];
@@ -337,6 +388,8 @@ static Suite *fetch_suite(void)
 	tcase_add_test(integrity, entry_of_a_changed_source_file_is_dropped_at_reopen);
 	tcase_add_test(integrity, corrupt_cache_file_is_refetched_not_served);
 	tcase_add_test(integrity, source_file_changed_in_size_gives_eio);
+	tcase_add_test(integrity, direct_reads_of_a_changed_source_file_give_eio);
+	tcase_add_test(integrity, a_cache_disk_that_fails_writes_turns_admission_off);
 	suite_add_tcase(s, integrity);
 
 	tcase_add_checked_fixture(capacity, setup, teardown);

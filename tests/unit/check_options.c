@@ -503,6 +503,22 @@ START_TEST(test_free_zeroed)
 }
 END_TEST
 
+/* Found by fuzz_options: a second free of parsed options freed control_uid= again. */
+START_TEST(test_free_twice_after_parse)
+{
+	const char *argv[] = { "mount.dlcache", "/src", "/mnt", "-o",
+			       "cache_dir=/c,snapshot=/s,control_uid=trainer,control_gid=ml", NULL };
+	struct dlc_options opts;
+
+	ck_assert_int_eq(parse_line(argv, &opts, NULL), 0);
+	ck_assert_str_eq(opts.control_user, "trainer");
+	dlc_options_free(&opts);
+	ck_assert_ptr_null(opts.control_user);
+	ck_assert_ptr_null(opts.control_group);
+	dlc_options_free(&opts);
+}
+END_TEST
+
 /* ---- sizes and durations ----------------------------------------------- */
 
 struct number_case {
@@ -1021,6 +1037,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_usage_lists_every_option);
 	tcase_add_test(tc, test_prefetch_options);
 	tcase_add_test(tc, test_free_zeroed);
+	tcase_add_test(tc, test_free_twice_after_parse);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("kernel_opts");

@@ -340,6 +340,34 @@ START_TEST(test_build_numbering_does_not_depend_on_threads)
 }
 END_TEST
 
+/*
+ * Found by the sanitizer suite: a crawl worker whose first listing is an
+ * empty directory sorted a NULL array (undefined behaviour).  The source
+ * here is one empty directory, crawled by one worker.
+ */
+START_TEST(test_build_of_an_empty_source)
+{
+	char empty_dir[PATH_MAX], empty_file[PATH_MAX];
+	struct dlc_snapshot_build_options options = { .threads = 1 };
+	struct dlc_backend *empty_backend = NULL;
+	struct dlc_snapshot *empty;
+	uint64_t entries = 0;
+	char *cause = NULL;
+
+	format_path(empty_dir, "%s/empty-src", tmp_dir);
+	format_path(empty_file, "%s/empty.db", tmp_dir);
+	ck_assert_int_eq(mkdir(empty_dir, 0755), 0);
+	ck_assert_int_eq(dlc_backend_create(empty_dir, NULL, &empty_backend, &cause), 0);
+	ck_assert_int_eq(dlc_snapshot_build(empty_backend, empty_file, &options, &entries, &cause), 0);
+	ck_assert_uint_eq(entries, 1);
+	empty = load_ok(empty_file);
+	ck_assert_uint_eq(dlc_snapshot_count(empty), 1);
+	ck_assert_uint_eq(dlc_snapshot_node(empty, 1)->nchildren, 0);
+	dlc_snapshot_free(empty);
+	dlc_backend_destroy(empty_backend);
+}
+END_TEST
+
 START_TEST(test_build_replaces_existing_file)
 {
 	struct dlc_snapshot *again;
@@ -979,6 +1007,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, test_build_lists_each_directory_once);
 	tcase_add_test(tc, test_build_numbering_does_not_depend_on_threads);
 	tcase_add_test(tc, test_build_replaces_existing_file);
+	tcase_add_test(tc, test_build_of_an_empty_source);
 	tcase_add_test(tc, test_build_progress_line);
 	tcase_add_test(tc, test_build_into_missing_directory_fails);
 	suite_add_tcase(s, tc);

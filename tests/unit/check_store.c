@@ -370,6 +370,50 @@ START_TEST(test_open_keeps_existing_mode)
 }
 END_TEST
 
+/* Whoever may write cache_dir could swap index.db and data/ together. */
+START_TEST(test_open_refuses_a_cache_dir_others_can_write)
+{
+	static const mode_t loose[] = { 0777, 0775, 0757, 01777, 0720 };
+	struct dlc_store *store = NULL;
+	char *cause = NULL;
+
+	ck_assert_int_eq(mkdir(cache_dir, 0700), 0);
+	for (size_t i = 0; i < sizeof(loose) / sizeof(loose[0]); i++) {
+		ck_assert_int_eq(chmod(cache_dir, loose[i]), 0);
+		ck_assert_int_eq(dlc_store_open(cache_dir, &store, &cause), -EPERM);
+		ck_assert_ptr_null(store);
+		ck_assert_ptr_nonnull(cause);
+		ck_assert_msg(strstr(cause, "writable by other users") && strstr(cause, "chmod go-w"),
+			      "cause: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	/* Nothing was created in it. */
+	ck_assert_uint_eq(count_files(cache_dir), 0);
+	ck_assert_int_eq(chmod(cache_dir, 0750), 0);
+	store = open_ok();
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+START_TEST(test_open_refuses_a_cache_dir_of_another_user)
+{
+	struct dlc_store *store = NULL;
+	char *cause = NULL;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "check_store: not root; the other-owner case is skipped\n");
+		return;
+	}
+	ck_assert_int_eq(mkdir(cache_dir, 0700), 0);
+	ck_assert_int_eq(chown(cache_dir, 65534, 65534), 0);
+	ck_assert_int_eq(dlc_store_open(cache_dir, &store, &cause), -EPERM);
+	ck_assert_ptr_null(store);
+	ck_assert_msg(cause && strstr(cause, "belongs to user 65534"), "cause: %s", cause);
+	free(cause);
+}
+END_TEST
+
 START_TEST(test_open_not_a_directory)
 {
 	struct dlc_store *store = (struct dlc_store *)1;
@@ -760,6 +804,44 @@ START_TEST(test_crash_then_reopen_scans)
 }
 END_TEST
 
+/*
+ * A power cut loses what the WAL held unsynced.  Emulated here at its worst:
+ * the daemon dies after a clean mount and the whole WAL is lost, so index.db
+ * is as the clean close left it.  The open must still scan: the files
+ * written since have no row and would otherwise stay, uncounted, for good.
+ */
+START_TEST(test_power_cut_losing_the_wal_still_scans)
+{
+	char wal[PATH_MAX], shm[PATH_MAX];
+	struct dlc_store *store = open_ok();
+	void *data = make_bytes(3000, 5);
+	uint64_t hash;
+	struct loaded l;
+	int status;
+
+	ck_assert_int_eq(dlc_store_insert(store, "before.jpg", data, 3000, 1, &hash), 0);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+	status = run_crash_child();
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %#x",
+		      status);
+	ck_assert_uint_eq(count_in("data"), 5);
+	fmt_path(wal, sizeof(wal), "%s/index.db-wal", cache_dir);
+	fmt_path(shm, sizeof(shm), "%s/index.db-shm", cache_dir);
+	ck_assert_int_eq(unlink(wal), 0);
+	(void)unlink(shm);
+
+	store = open_ok();
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_ptr_nonnull(find(&l, "before.jpg"));
+	read_ok(store, "before.jpg", 3000, 5, find(&l, "before.jpg")->hash);
+	ck_assert_uint_eq(count_in("data"), 1);
+	loaded_free(&l);
+	free(data);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
 START_TEST(test_tmp_cleared_at_every_open)
 {
 	struct dlc_store *store = open_ok();
@@ -952,6 +1034,37 @@ START_TEST(test_name_collision)
 }
 END_TEST
 
+/* ---- cache_dir changed behind the store -------------------------------------- */
+
+/* A cleaner of old files, or a person, removed data/ and tmp/ while mounted. */
+START_TEST(test_layout_removed_while_open_is_made_again)
+{
+	struct dlc_store *store = open_ok();
+	void *a = make_bytes(5000, 1), *b = make_bytes(7000, 2);
+	uint64_t hash_a, hash_b;
+	char path[PATH_MAX];
+
+	ck_assert_int_eq(dlc_store_insert(store, "a", a, 5000, 0, &hash_a), 0);
+	fmt_path(path, sizeof(path), "%s/data", cache_dir);
+	ck_assert_int_eq(nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+	fmt_path(path, sizeof(path), "%s/tmp", cache_dir);
+	ck_assert_int_eq(rmdir(path), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b), 0);
+	read_ok(store, "b", 7000, 2, hash_b);
+	ck_assert_int_eq(dlc_store_read(store, "a", a, 5000, hash_a, NULL), -ENOENT);
+	/* One data/XX removed alone: the rename into it makes it again. */
+	file_of("b", path, sizeof(path));
+	ck_assert_int_eq(unlink(path), 0);
+	*strrchr(path, '/') = '\0';
+	ck_assert_int_eq(rmdir(path), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b), 0);
+	read_ok(store, "b", 7000, 2, hash_b);
+	free(a);
+	free(b);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
 /* ---- a full disk ------------------------------------------------------------- */
 
 START_TEST(test_disk_full)
@@ -1011,6 +1124,78 @@ START_TEST(test_disk_full)
 	load_all(store, &l);
 	ck_assert_uint_eq(l.n, n - 3);
 	loaded_free(&l);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/*
+ * A disk that filled up between mounts (another process, or the cache's own
+ * files) must not stop the next mount: the store opens without its index,
+ * refuses every insert, writes nothing, and the index is whole again for the
+ * mount after the disk has room.
+ */
+START_TEST(test_disk_full_at_open)
+{
+	enum { BLOB = 24 * 1024 };
+	struct dlc_store *store;
+	char path[32], filler[PATH_MAX], *value;
+	uint64_t hash;
+	struct loaded l;
+	unsigned n;
+	int fd;
+
+	fmt_path(mnt_dir, sizeof(mnt_dir), "%s/mnt", root);
+	ck_assert_int_eq(mkdir(mnt_dir, 0700), 0);
+	if (unshare(CLONE_NEWNS) == 0)
+		(void)mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL);
+	if (mount("tmpfs", mnt_dir, "tmpfs", 0, "size=256k,mode=0700") != 0) {
+		fprintf(stderr, "check_store: cannot mount a tmpfs (%s); disk-full case skipped\n",
+			strerror(errno));
+		return;
+	}
+	mnt_mounted = true;
+	fmt_path(cache_dir, sizeof(cache_dir), "%s/cache", mnt_dir);
+	store = open_ok();
+	for (n = 0; n < 4; n++) {
+		void *data = make_bytes(BLOB, n);
+
+		snprintf(path, sizeof(path), "kept/%u", n);
+		ck_assert_int_eq(dlc_store_insert(store, path, data, BLOB, 0, &hash), 0);
+		free(data);
+	}
+	ck_assert_int_eq(dlc_store_close(store), 0);
+
+	/* Another process fills the disk to the last block. */
+	fmt_path(filler, sizeof(filler), "%s/filler", mnt_dir);
+	fd = open(filler, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	for (;;) {
+		static const char block[4096];
+
+		if (write(fd, block, sizeof(block)) < (ssize_t)sizeof(block))
+			break;
+	}
+	close(fd);
+
+	store = open_ok();
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 0);
+	loaded_free(&l);
+	ck_assert_int_eq(dlc_store_insert(store, "new", "x", 1, 0, &hash), -ENOSPC);
+	ck_assert_int_eq(dlc_store_meta_set(store, "k", "v"), -ENOSPC);
+	ck_assert_int_eq(dlc_store_meta_get(store, "k", &value), -ENOENT);
+	ck_assert_ptr_null(value);
+	ck_assert_int_eq(dlc_store_remove(store, "kept/0"), -ENOENT);
+	ck_assert_int_eq(dlc_store_flush(store), 0);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+
+	/* With room again, the next open finds every entry. */
+	ck_assert_int_eq(unlink(filler), 0);
+	store = open_ok();
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 4);
+	loaded_free(&l);
+	ck_assert_uint_eq(count_in("data"), 4);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 }
 END_TEST
@@ -1102,6 +1287,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_open_creates_layout);
 	tcase_add_test(tc, test_open_keeps_existing_mode);
 	tcase_add_test(tc, test_open_not_a_directory);
+	tcase_add_test(tc, test_open_refuses_a_cache_dir_others_can_write);
+	tcase_add_test(tc, test_open_refuses_a_cache_dir_of_another_user);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("verify");
@@ -1127,6 +1314,11 @@ static Suite *store_suite(void)
 	tc = tcase("crash");
 	tcase_add_test(tc, test_crash_then_reopen_scans);
 	tcase_add_test(tc, test_tmp_cleared_at_every_open);
+	tcase_add_test(tc, test_power_cut_losing_the_wal_still_scans);
+	suite_add_tcase(s, tc);
+
+	tc = tcase("behind");
+	tcase_add_test(tc, test_layout_removed_while_open_is_made_again);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("lock");
@@ -1146,6 +1338,7 @@ static Suite *store_suite(void)
 
 	tc = tcase("disk_full");
 	tcase_add_test(tc, test_disk_full);
+	tcase_add_test(tc, test_disk_full_at_open);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("threads");

@@ -71,3 +71,17 @@ void dlc_log_write(enum dlc_log_level level, const char *func, const char *fmt, 
 	}
 	errno = saved_errno;
 }
+
+bool dlc_progress_due(struct timespec *last, bool force)
+{
+	struct timespec now;
+	long long elapsed;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	elapsed = (long long)(now.tv_sec - last->tv_sec) * 1000000000LL +
+		  (now.tv_nsec - last->tv_nsec);
+	if (!force && elapsed < 100000000LL)
+		return false;
+	*last = now;
+	return true;
+}

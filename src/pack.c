@@ -46,13 +46,13 @@
 
 #include "dlcache/backend.h"
 #include "dlcache/cause.h"
+#include "dlcache/log.h"
 #include "dlcache/pack.h"
 #include "dlcache/snapshot.h"
 
 #define CRAWL_FILE ".dlcache-crawl.db"
 #define CHUNK_FORMAT "chunk-%06" PRIu32 ".tar"
 #define READ_BLOCK (4u << 20)
-#define PROGRESS_INTERVAL_NS 200000000LL
 
 /* What an interrupted pack may leave in DST, and nothing else. */
 static const char *const leftover_patterns[] = {
@@ -292,17 +292,8 @@ static uint64_t member_estimate(const char *path, const struct dlc_node *node)
 
 static void progress(struct pack *pack, bool force)
 {
-	struct timespec now;
-	long long elapsed;
-
-	if (!pack->options->progress)
+	if (!pack->options->progress || !dlc_progress_due(&pack->last_progress, force))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	elapsed = (long long)(now.tv_sec - pack->last_progress.tv_sec) * 1000000000LL +
-		  (now.tv_nsec - pack->last_progress.tv_nsec);
-	if (!force && elapsed < PROGRESS_INTERVAL_NS)
-		return;
-	pack->last_progress = now;
 	fprintf(stderr, "\rpacked %" PRIu64 " files, %" PRIu64 " of %" PRIu64 " MiB, %" PRIu32
 		" chunks", pack->result->files, pack->result->bytes >> 20, pack->total_bytes >> 20,
 		pack->nchunks);

@@ -31,11 +31,11 @@
 #include <time.h>
 
 #include "dlcache/cause.h"
+#include "dlcache/log.h"
 #include "dlcache/snapshot.h"
 #include "snapshot_private.h"
 
 #define DEFAULT_CRAWL_THREADS 16
-#define PROGRESS_INTERVAL_NS 100000000LL   /* at most ~10 progress lines a second */
 
 /* ------------------------------------------------------------------------
  * The parallel crawl.
@@ -238,17 +238,8 @@ err_oom:
 
 static void crawl_progress(struct crawl *crawl, bool force)
 {
-	struct timespec now;
-	long long elapsed;
-
-	if (!crawl->progress)
+	if (!crawl->progress || !dlc_progress_due(&crawl->last_progress, force))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	elapsed = (long long)(now.tv_sec - crawl->last_progress.tv_sec) * 1000000000LL +
-		  (now.tv_nsec - crawl->last_progress.tv_nsec);
-	if (!force && elapsed < PROGRESS_INTERVAL_NS)
-		return;
-	crawl->last_progress = now;
 	fprintf(stderr, "\rcrawled %zu entries", crawl->nnodes);
 }
 

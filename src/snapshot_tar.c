@@ -33,6 +33,7 @@
 #include <xxhash.h>
 
 #include "dlcache/cause.h"
+#include "dlcache/log.h"
 #include "dlcache/snapshot.h"
 #include "snapshot_private.h"
 
@@ -235,17 +236,8 @@ static int add_entry(struct tar_index *index, const struct tar_entry *entry)
 
 static void index_progress(struct tar_index *index, size_t shard, bool force)
 {
-	struct timespec now;
-	long long elapsed;
-
-	if (!index->options->progress)
+	if (!index->options->progress || !dlc_progress_due(&index->last_progress, force))
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	elapsed = (long long)(now.tv_sec - index->last_progress.tv_sec) * 1000000000LL +
-		  (now.tv_nsec - index->last_progress.tv_nsec);
-	if (!force && elapsed < 200000000LL)
-		return;
-	index->last_progress = now;
 	fprintf(stderr, "\rindexed %zu of %zu shards, %zu members", shard, index->nshards,
 		index->nentries);
 }

@@ -10,6 +10,7 @@
 #define DLCACHE_LOG_H
 
 #include <stdbool.h>
+#include <time.h>
 
 enum dlc_log_level {
 	DLC_LOG_ERROR = 0,
@@ -36,5 +37,12 @@ void dlc_log_write(enum dlc_log_level level, const char *func, const char *fmt, 
 		if ((level) <= dlc_log_threshold)                       \
 			dlc_log_write((level), __func__, __VA_ARGS__);  \
 	} while (0)
+
+/*
+ * Progress lines on a terminal: whether one is due now, that is when force is
+ * set or at least 100 ms have passed since *last (CLOCK_MONOTONIC); if so,
+ * *last becomes now.  A zeroed *last makes the first call due.
+ */
+bool dlc_progress_due(struct timespec *last, bool force);
 
 #endif

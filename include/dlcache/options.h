@@ -28,6 +28,9 @@
 #define DLC_DEFAULT_PREFETCH_THREADS 16
 #define DLC_DEFAULT_PREFETCH_WINDOW 256
 
+/* The usage line that ends the causes of a malformed command line. */
+#define DLC_MOUNT_USAGE "usage: mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS]"
+
 struct dlc_options {
 	char *source;               /* as written; a directory is made absolute */
 	char *mountpoint;           /* absolute */

@@ -8,26 +8,6 @@
 mkdir -p "$SRC/train/c"
 for i in $(seq -w 0 99); do head -c 16384 /dev/urandom >"$SRC/train/c/f$i"; done
 
-# control TEXT: writes TEXT to .control in one write(2) and closes it; prints
-# "ok" or the errno name of the write or the close.  (Python's buffered
-# files write again at close after a failed write, so use the raw calls.)
-control() {
-	python3 - "$MNT/.control" "$1" <<'PY'
-import errno, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
-try:
-    os.write(fd, sys.argv[2].encode())
-    os.close(fd)
-    print("ok")
-except OSError as e:
-    print(errno.errorcode[e.errno])
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-PY
-}
-
 cached_list() { sort "$MNT/.cached" | tr '\n' ' ' | sed 's/ $//'; }
 names() { for i in "$@"; do printf 'train/c/f%s ' "$i"; done | sed 's/ $//'; }
 read_files() { for i in "$@"; do cat "$MNT/train/c/f$i" >/dev/null; done; }

@@ -159,6 +159,27 @@ print(len(paths))
 PY
 }
 
+# control TEXT: writes TEXT to $MNT/.control in one write(2) and closes it;
+# prints "ok" or the errno name of the write or the close.  (Python's
+# buffered files write again at close after a failed write, so use the raw
+# calls; surrogateescape lets a test send bytes that are not UTF-8.)
+control() {
+	python3 - "$MNT/.control" "$1" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+try:
+    os.write(fd, sys.argv[2].encode("utf-8", "surrogateescape"))
+    os.close(fd)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+PY
+}
+
 run_tests() {
 	local t
 	for t in $(declare -F | awk '{print $3}' | grep '^test_'); do

@@ -16,24 +16,6 @@ ln -s "$WORK/secret/passwd" "$SRC/outside"        # absolute, outside the datase
 ln -s "$WORK/secret" "$SRC/dirlink"               # a directory outside
 ln -s train/c/f1 "$SRC/inner"                    # inside the dataset
 
-# control TEXT: one write(2) of TEXT to .control, then close; "ok" or the errno name.
-control() {
-	python3 - "$MNT/.control" "$1" <<'PY'
-import errno, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
-try:
-    os.write(fd, sys.argv[2].encode("utf-8", "surrogateescape"))
-    os.close(fd)
-    print("ok")
-except OSError as e:
-    print(errno.errorcode[e.errno])
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-PY
-}
-
 test_control_lines_cannot_name_anything_outside_the_dataset() {
 	ALLOWED_LOG='\.control: line 1: '
 	start_daemon

@@ -35,8 +35,10 @@ logs=$ASAN_BUILD/sanitizer-logs
 rm -rf "$logs"
 mkdir -p "$logs"
 # A daemon that detached has no terminal: reports must reach a file.
-export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:strict_string_checks=1"
+export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:strict_string_checks=1:suppressions=$SRCDIR/tests/asan.supp"
 export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+# Reports that belong to libraries (libnfs 4.0): see asan.supp and lsan.supp.
+export LSAN_OPTIONS="suppressions=$SRCDIR/tests/lsan.supp:print_suppressions=0"
 export STRESS_SECONDS=${STRESS_SECONDS:-15}
 
 args=()

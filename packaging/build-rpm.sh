@@ -8,7 +8,7 @@
 mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS}
 copy_tree "$work/tree/dlcache-$version"
 tar -C "$work/tree" -czf "$work/SOURCES/dlcache-$version.tar.gz" "dlcache-$version"
-args=(--define "_topdir $work")
+args=(--define "_topdir $work" --define "_tmppath $work")
 if ! rpm --eval '%{?meson_build}' | grep -q meson; then
 	args+=(--nodeps --load "$top/packaging/rpm/macros.meson")
 fi

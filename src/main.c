@@ -131,8 +131,10 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 			      opts->snapshot);
 		return -EINVAL;
 	}
-	/* A packed source on a server: its own snapshot, copied to the local disk. */
-	if (opts->snapshot_default && opts->source[0] != '/') {
+	/* A packed source the daemon reaches only through its backend (NFS): its
+	 * own snapshot, copied to the local disk.  (A packed directory was found
+	 * by dlc_options_validate, which then leaves snapshot_default unset.) */
+	if (opts->snapshot_default) {
 		bool packed;
 
 		rc = dlc_snapshot_fetch_packed(backend, opts->snapshot, &packed, cause);

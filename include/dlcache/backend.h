@@ -29,14 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum dlc_backend_op {
-	DLC_BACKEND_LIST = 0,
-	DLC_BACKEND_STAT,
-	DLC_BACKEND_OPEN,
-	DLC_BACKEND_READ,
-	DLC_BACKEND_CLOSE,
-	DLC_BACKEND_OP_COUNT,
-};
+#include "dlcache/stats.h"   /* enum dlc_backend_op, the kinds of calls counted */
 
 /* Attributes of one entry, as lstat(2) would give them (links not followed). */
 struct dlc_backend_attr {

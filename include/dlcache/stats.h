@@ -19,7 +19,19 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dlcache/backend.h"
+/*
+ * The kinds of calls to the source.  The source layer's wrappers count them
+ * (backend.h); they are defined here, in the lowest layer, because the stats
+ * render them and a layer never includes one above it.
+ */
+enum dlc_backend_op {
+	DLC_BACKEND_LIST = 0,
+	DLC_BACKEND_STAT,
+	DLC_BACKEND_OPEN,
+	DLC_BACKEND_READ,
+	DLC_BACKEND_CLOSE,
+	DLC_BACKEND_OP_COUNT,
+};
 
 enum dlc_stat {
 	DLC_STAT_HITS = 0,             /* opens served from the local cache */

@@ -1,6 +1,6 @@
 /*
  * fuzz_control.c - libFuzzer target for the .control line protocol
- * (src/control.c): whatever bytes a job writes, the parser must not crash,
+ * (src/fuse/control.c): whatever bytes a job writes, the parser must not crash,
  * read out of bounds, leak, or hand over a command that breaks control.h's
  * contract.
  *

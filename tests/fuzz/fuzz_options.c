@@ -1,6 +1,6 @@
 /*
  * fuzz_options.c - libFuzzer target for the command line of mount.dlcache
- * (src/options.c): whatever an fstab line or a shell hands the helper, the
+ * (src/config/options.c): whatever an fstab line or a shell hands the helper, the
  * parser must not crash, read out of bounds or leak, and a line it accepts
  * must not give the kernel mount anything the person did not ask for.
  *

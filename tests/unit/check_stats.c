@@ -20,7 +20,7 @@
 #include "dlcache/stats.h"
 
 #ifndef DLC_VERSION
-#define DLC_VERSION "unknown"   /* as src/stats.c, when meson does not define it */
+#define DLC_VERSION "unknown"   /* as src/base/stats.c, when meson does not define it */
 #endif
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

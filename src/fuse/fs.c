@@ -8,16 +8,15 @@
  * entries, directory listings are cached (cache_readdir), file pages are kept
  * across opens (keep_cache), and FORGET needs no work.  Every mutation fails
  * with EROFS, except writes to .control: each write is parsed by control.c
- * and its commands applied here, scores in batches under one cache lock; a
- * bad line fails that write (or the close that ends an unterminated line)
- * with EINVAL after the good lines around it were applied.
+ * and its commands applied by control_apply.c; a bad line fails that write
+ * (or the close that ends an unterminated line) with EINVAL after the good
+ * lines around it were applied.
  *
  * This is the only file that calls fuse_reply_*; the modules it calls return
  * 0 or -errno and it replies fuse_reply_err(req, -rc).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -26,10 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dlcache/cause.h"
 #include "dlcache/control.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
+#include "control_apply.h"
 
 /* The dataset does not change while mounted: a year is as good as forever. */
 #define FOREVER (365.0 * 24 * 3600)
@@ -68,20 +67,6 @@ struct handle {
 	struct dlc_control_parser *parser;
 	struct handle *prev, *next;             /* fs->open_handles; guarded by
 						 * fs->handles_lock */
-};
-
-struct fs;
-static int control_finish(struct fs *fs, struct handle *h);
-
-/* Scores are applied in batches of this many, under one cache lock. */
-#define SCORE_BATCH 4096
-
-/* Carries a write's commands from the parser to the modules. */
-struct control_batch {
-	struct fs *fs;
-	size_t count;
-	uint32_t inos[SCORE_BATCH];
-	float values[SCORE_BATCH];
 };
 
 struct fs {
@@ -564,6 +549,26 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 }
 
+/*
+ * Feeds size bytes of buf to the handle's parser, or with buf NULL ends its
+ * last line (close), applying the commands (control_apply.c); 0 or
+ * -EINVAL/-ENOMEM.
+ */
+static int control_run(struct fs *fs, struct handle *h, const char *buf, size_t size)
+{
+	int rc;
+
+	pthread_mutex_lock(&h->lock);
+	rc = dlc_control_apply(fs->context, &fs->epoch, h->parser, buf, size);
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+static int control_finish(struct fs *fs, struct handle *h)
+{
+	return control_run(fs, h, NULL, 0);
+}
+
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
@@ -574,112 +579,6 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	untrack_handle(fs_of(req), h);
 	free_handle(fs_of(req), h);
 	fuse_reply_err(req, 0);
-}
-
-static void flush_scores(struct control_batch *batch)
-{
-	dlc_cache_set_scores(batch->fs->context->cache, batch->inos, batch->values, batch->count);
-	batch->count = 0;
-}
-
-static int push_score(struct control_batch *batch, uint32_t ino, float value)
-{
-	if (batch->count == SCORE_BATCH)
-		flush_scores(batch);
-	batch->inos[batch->count] = ino;
-	batch->values[batch->count] = value;
-	batch->count++;
-	return 0;
-}
-
-/* Applies one parsed .control command (see control.h); called by the parser. */
-static int apply_command(void *arg, const struct dlc_control_command *command, char **cause)
-{
-	struct control_batch *batch = arg;
-	struct dlc_fs_context *c = batch->fs->context;
-	const struct dlc_node *node = NULL;
-	uint32_t ino = 0;
-
-	if (command->path) {
-		ino = (uint32_t)dlc_snapshot_resolve(c->snapshot, command->path);
-		node = ino ? dlc_snapshot_node(c->snapshot, ino) : NULL;
-		if (!node || !S_ISREG(node->mode)) {
-			dlc_cause_set(cause, "'%s' is not a file in the dataset; give a file's path relative to the mount root",
-				      command->path);
-			return -EINVAL;
-		}
-	}
-	switch (command->kind) {
-	case DLC_CONTROL_SCORE:
-		if (!isfinite((float)command->score)) {
-			dlc_cause_set(cause, "score %g is out of range; scale scores to within +-3e38", command->score);
-			return -EINVAL;
-		}
-		return push_score(batch, ino, (float)command->score);
-	case DLC_CONTROL_FORGET:
-		return push_score(batch, ino, NAN);
-	case DLC_CONTROL_PREFETCH:
-		/* Admission judges a prefetch by the scores written before it. */
-		flush_scores(batch);
-		dlc_fetch_prefetch(c->fetch, ino);
-		return 0;
-	case DLC_CONTROL_EPOCH:
-		flush_scores(batch);
-		atomic_store(&batch->fs->epoch, command->epoch);
-		dlc_cache_save_scores(c->cache);
-		return 0;
-	case DLC_CONTROL_RESET:
-		batch->count = 0;
-		dlc_cache_reset_scores(c->cache);
-		return 0;
-	}
-	return 0;
-}
-
-/* Counts what a feed or finish did; logs its first bad line.  0 or -EINVAL. */
-static int control_account(struct fs *fs, struct dlc_control_result *result, int rc)
-{
-	struct dlc_stats *stats = fs->context->stats;
-
-	dlc_stats_add(stats, DLC_STAT_CONTROL_LINES, result->lines + result->errors);
-	dlc_stats_add(stats, DLC_STAT_CONTROL_ERRORS, result->errors);
-	if (result->first_error) {
-		dlc_stats_set_error(stats, result->first_error);
-		dlc_log(DLC_LOG_WARNING, ".control: %s (%llu bad lines in this write)", result->first_error,
-			(unsigned long long)result->errors);
-	}
-	dlc_control_result_clear(result);
-	return rc;
-}
-
-/*
- * Feeds size bytes of buf to the handle's parser, or with buf NULL ends its
- * last line (close), applying the commands; 0 or -EINVAL/-ENOMEM.
- */
-static int control_run(struct fs *fs, struct handle *h, const char *buf, size_t size)
-{
-	struct dlc_control_result result = { 0 };
-	struct control_batch *batch = malloc(sizeof(*batch));
-	int rc;
-
-	if (!batch)
-		return -ENOMEM;
-	batch->fs = fs;
-	batch->count = 0;
-	pthread_mutex_lock(&h->lock);
-	if (buf)
-		rc = dlc_control_feed(h->parser, buf, size, apply_command, batch, &result);
-	else
-		rc = dlc_control_finish(h->parser, apply_command, batch, &result);
-	flush_scores(batch);
-	pthread_mutex_unlock(&h->lock);
-	free(batch);
-	return control_account(fs, &result, rc);
-}
-
-static int control_finish(struct fs *fs, struct handle *h)
-{
-	return control_run(fs, h, NULL, 0);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

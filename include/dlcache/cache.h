@@ -70,10 +70,25 @@ int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len);
 /*
  * Copies the cached bytes of regular file ino (size bytes, its snapshot
  * size) into buf.  0 on a hit; -ENOENT when ino is not (yet) cached; a
- * cached copy that is missing or fails its check is dropped, counted as
- * corrupt, and reported as -ENOENT.  Counts nothing else.
+ * cached copy that is missing or fails its size or xxh3 check is dropped,
+ * counted as corrupt, and reported as -ENOENT.  Any other failure to read it
+ * (EMFILE, ENOMEM, EIO...) keeps the entry, counts a cache read error and is
+ * reported as -ENOENT too: the caller reads the source.
  */
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size);
+
+/*
+ * Tests only, for races made deterministic: read_hook(arg, ino, rc) runs
+ * after each read of a cached copy in dlc_cache_read, without the lock, and
+ * returns the outcome to act on (rc, or an injected error); write_hook(arg,
+ * ino) runs in dlc_cache_offer after the admitted bytes were written, before
+ * the lock is taken again.  Either may evict or admit entries meanwhile.
+ * Set before any reader runs; NULL for none.
+ */
+typedef int (*dlc_cache_read_hook)(void *arg, uint32_t ino, int rc);
+typedef void (*dlc_cache_write_hook)(void *arg, uint32_t ino);
+void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
+			 dlc_cache_write_hook write_hook, void *arg);
 
 /*
  * Opens the cached copy of ino for reading by range, without reading it,

@@ -2,9 +2,15 @@
  * cache.c - the cache's state in one place: which inodes are cached (the
  * policy), the xxh3 of each ready entry, and the store's files.
  *
- * INVARIANTS.  cache->lock guards policy, hashes, ready, admission and
- * victims.  An inode is ready only if the policy contains it and its file was
- * written with the hash in hashes[ino].  Victims are removed from the store
+ * INVARIANTS.  cache->lock guards policy, hashes, generations, ready,
+ * admission and victims.  An inode is ready only if the policy contains it
+ * and its file was written with the hash in hashes[ino]; generations[ino]
+ * changes each time it becomes ready, so a reader that checked the file
+ * without the lock acts on its outcome only if the entry it read is still
+ * the one there (an entry evicted and admitted again with the same bytes
+ * has the same hash but another generation).  Only a copy proven bad (size
+ * or xxh3 wrong, file gone) is dropped; a passing failure to read it (out
+ * of descriptors or memory, an I/O error) is a miss that keeps it.  Victims are removed from the store
  * while the lock is held, before the admitted entry's bytes are written, so
  * the files on disk never exceed the policy's capacity.  The store's own lock
  * nests inside cache->lock; dlc_store_read takes none, so a hit holds
@@ -12,6 +18,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,11 +36,17 @@ struct dlc_cache {
 	struct dlc_scores scores;       /* guarded by lock (writes); the policy reads it */
 	char *scores_file;              /* NULL: scores are not saved */
 	uint64_t *hashes;               /* guarded by lock; per inode, valid when ready */
+	uint32_t *generations;          /* guarded by lock; per inode, bumped when it becomes ready */
+	uint32_t next_generation;       /* guarded by lock */
 	uint64_t *stamps;               /* guarded by lock; per inode: the cache file as last
 					 * checked in this mount, 0 = not checked yet */
 	uint8_t *ready;                 /* guarded by lock; bitmap by inode */
 	bool admission;                 /* guarded by lock */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
+	atomic_bool transient_logged;   /* a passing read error was logged */
+	dlc_cache_read_hook read_hook;  /* tests only; set before serving */
+	dlc_cache_write_hook write_hook;
+	void *hook_arg;
 };
 
 static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
@@ -44,10 +57,12 @@ static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
 static void set_ready(struct dlc_cache *cache, uint32_t ino, bool ready)
 {
 	cache->stamps[ino] = 0;
-	if (ready)
+	if (ready) {
+		cache->generations[ino] = ++cache->next_generation;
 		cache->ready[ino >> 3] |= (uint8_t)(1u << (ino & 7));
-	else
+	} else {
 		cache->ready[ino >> 3] &= (uint8_t)~(1u << (ino & 7));
+	}
 }
 
 static int64_t node_mtime_ns(const struct dlc_node *node)
@@ -112,8 +127,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	cache->policy = dlc_policy_create(kind, capacity, count);
 	cache->hashes = calloc((size_t)count + 1, sizeof(*cache->hashes));
 	cache->stamps = calloc((size_t)count + 1, sizeof(*cache->stamps));
+	cache->generations = calloc((size_t)count + 1, sizeof(*cache->generations));
 	cache->ready = calloc((size_t)count / 8 + 1, 1);
-	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->ready ||
+	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->generations || !cache->ready ||
 	    dlc_scores_init(&cache->scores, count) < 0)
 		goto err_nomem;
 	if (scores_file) {
@@ -164,15 +180,23 @@ void dlc_cache_close(struct dlc_cache *cache)
 	dlc_ino_list_free(&cache->victims);
 	free(cache->hashes);
 	free(cache->stamps);
+	free(cache->generations);
 	free(cache->ready);
 	pthread_mutex_destroy(&cache->lock);
 	free(cache);
+}
+
+/* Whether a failure to read a cached copy proves the copy bad. */
+static bool copy_is_bad(int rc)
+{
+	return rc == -EBADMSG || rc == -ENOENT;
 }
 
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size)
 {
 	char path[4096];
 	uint64_t hash, stamp;
+	uint32_t generation;
 	int rc;
 
 	pthread_mutex_lock(&cache->lock);
@@ -181,23 +205,36 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 		return -ENOENT;
 	}
 	hash = cache->hashes[ino];
+	generation = cache->generations[ino];
 	pthread_mutex_unlock(&cache->lock);
 
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
 		return rc;
 	rc = dlc_store_read(cache->store, path, buf, size, hash, &stamp);
+	if (cache->read_hook)
+		rc = cache->read_hook(cache->hook_arg, ino, rc);
 	if (rc == 0) {
 		pthread_mutex_lock(&cache->lock);
-		if (is_ready(cache, ino) && cache->hashes[ino] == hash)
+		if (is_ready(cache, ino) && cache->generations[ino] == generation)
 			cache->stamps[ino] = stamp;
 		pthread_mutex_unlock(&cache->lock);
 		return 0;
 	}
+	if (!copy_is_bad(rc)) {
+		/* Out of descriptors or memory, a passing I/O error: the copy may
+		 * well be good, so it stays; this read goes to the source. */
+		if (!atomic_exchange(&cache->transient_logged, true))
+			dlc_log(DLC_LOG_WARNING, "cannot read the cached copy of %s (%s%s); it is kept and the read goes to the source (logged once)",
+				path, strerror(-rc),
+				rc == -EMFILE || rc == -ENFILE ? ": out of descriptors, raise ulimit -n" : "");
+		dlc_stats_add(cache->stats, DLC_STAT_CACHE_READ_ERRORS, 1);
+		return -ENOENT;
+	}
 
 	pthread_mutex_lock(&cache->lock);
 	/* Drop it unless an eviction or a new insert got there first. */
-	if (is_ready(cache, ino) && cache->hashes[ino] == hash) {
+	if (is_ready(cache, ino) && cache->generations[ino] == generation) {
 		dlc_policy_remove(cache->policy, ino);
 		drop_file(cache, ino);
 		dlc_stats_add(cache->stats, DLC_STAT_CORRUPT, 1);
@@ -206,6 +243,14 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 	}
 	pthread_mutex_unlock(&cache->lock);
 	return -ENOENT;
+}
+
+void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
+			 dlc_cache_write_hook write_hook, void *arg)
+{
+	cache->read_hook = read_hook;
+	cache->write_hook = write_hook;
+	cache->hook_arg = arg;
 }
 
 int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
@@ -256,6 +301,8 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 	pthread_mutex_unlock(&cache->lock);
 
 	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash);
+	if (cache->write_hook)
+		cache->write_hook(cache->hook_arg, ino);
 
 	pthread_mutex_lock(&cache->lock);
 	if (rc == 0 && !dlc_policy_contains(cache->policy, ino)) {
@@ -277,6 +324,11 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 		dlc_log(DLC_LOG_WARNING, "cache disk under %s is full: admission is off until remount, reads go on from the source",
 			dlc_store_dir(cache->store));
 		dlc_stats_set_error(cache->stats, "cache disk full: admission turned off");
+	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
+		/* Out of descriptors or memory: this insert fails, the disk is fine. */
+		if (!atomic_exchange(&cache->transient_logged, true))
+			dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s%s; admission goes on (logged once)", path,
+				strerror(-rc), rc == -ENOMEM ? "" : ": out of descriptors, raise ulimit -n");
 	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
 		/* A disk that fails one write (read-only, I/O errors, cache_dir
 		 * removed) fails the next ones too: one warning, not one per miss. */

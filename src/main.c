@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -244,6 +245,23 @@ static void save_totals(struct dlc_store *store, struct dlc_stats *stats)
 	free(totals);
 }
 
+/*
+ * A mount holds a descriptor per cache file being read, per open chunk of a
+ * packed source, per source connection: the soft RLIMIT_NOFILE (often 1024)
+ * goes up to the hard limit.  Chunk handles then budget themselves from
+ * what there is (chunks.c).
+ */
+static void raise_descriptor_limit(void)
+{
+	struct rlimit limit;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+		limit.rlim_cur = limit.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &limit) < 0)
+			dlc_log(DLC_LOG_INFO, "cannot raise the descriptor limit: %s", strerror(errno));
+	}
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct dlc_options opts;
@@ -283,6 +301,7 @@ static int cmd_mount(int argc, char **argv)
 	if (!opts.foreground)
 		ready_fd = background();
 
+	raise_descriptor_limit();
 	dlc_stats_init(&stats);
 	rc = dlc_backend_create(opts.source, &opts.backend, &backend, &cause);
 	if (rc < 0)

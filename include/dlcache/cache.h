@@ -33,7 +33,7 @@ struct dlc_cache_gauges {
 	uint64_t bytes;         /* charged to the capacity, in-flight inserts included */
 	uint64_t entries;
 	uint64_t capacity;
-	bool admission;         /* false once the cache disk was found full */
+	bool admission;         /* false while the cache disk is full (tried again every 5 s) or failed */
 	uint64_t scores_known;  /* samples with a known importance */
 };
 
@@ -105,8 +105,9 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
 /*
  * Offers the bytes of ino just read from the source.  Returns true when they
  * were admitted and written, false when bypassed (policy said no, admission
- * is off, or the write failed; a full disk turns admission off for the rest
- * of the mount).  Counts admissions, evictions and bypasses.
+ * is off, or the write failed; a full disk pauses admission for 5 s, after
+ * which the next offer tries again; a disk that fails writes turns it off
+ * for the rest of the mount).  Counts admissions, evictions and bypasses.
  */
 bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
 

@@ -17,11 +17,13 @@
  * cache->lock only to copy the hash.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "dlcache/cache.h"
 #include "dlcache/cause.h"
@@ -42,12 +44,25 @@ struct dlc_cache {
 					 * checked in this mount, 0 = not checked yet */
 	uint8_t *ready;                 /* guarded by lock; bitmap by inode */
 	bool admission;                 /* guarded by lock */
+	int64_t retry_at_ns;            /* guarded by lock: a full disk is tried again then (0: never) */
+	bool full_logged;               /* guarded by lock */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
 	atomic_bool transient_logged;   /* a passing read error was logged */
 	dlc_cache_read_hook read_hook;  /* tests only; set before serving */
 	dlc_cache_write_hook write_hook;
 	void *hook_arg;
 };
+
+/* A full cache disk pauses admission for this long, then it is tried again. */
+#define DISK_FULL_RETRY_NS (5 * 1000000000LL)
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec * 1000000000LL + now.tv_nsec;
+}
 
 static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
 {
@@ -80,13 +95,28 @@ static void drop_file(struct dlc_cache *cache, uint32_t ino)
 		(void)dlc_store_remove(cache->store, path);
 }
 
+/* A persisted entry that still matches the snapshot, waiting to be restored. */
+struct restore_candidate {
+	uint32_t ino;
+	float score;            /* -inf when unknown: restored last */
+	uint64_t hash;
+};
+
 struct restore_state {
 	struct dlc_cache *cache;
+	struct restore_candidate *items;
+	size_t count, cap;
 	uint64_t kept;
 	uint64_t dropped;
 };
 
-static int restore_entry(void *arg, const struct dlc_store_entry *entry)
+/*
+ * First pass over the index: entries that no longer match the snapshot are
+ * dropped at once; the others are collected, so that the second pass can
+ * restore the most important first (a smaller cache_size at remount keeps
+ * the highest-scored entries, not the first rows read).
+ */
+static int collect_entry(void *arg, const struct dlc_store_entry *entry)
 {
 	struct restore_state *state = arg;
 	struct dlc_cache *cache = state->cache;
@@ -94,15 +124,62 @@ static int restore_entry(void *arg, const struct dlc_store_entry *entry)
 	const struct dlc_node *node = ino ? dlc_snapshot_node(cache->snapshot, ino) : NULL;
 
 	if (!node || !S_ISREG(node->mode) || node->size != entry->size ||
-	    node_mtime_ns(node) != entry->mtime_ns || dlc_policy_contains(cache->policy, (uint32_t)ino) ||
-	    dlc_policy_restore(cache->policy, (uint32_t)ino, dlc_store_footprint(entry->size)) < 0) {
+	    node_mtime_ns(node) != entry->mtime_ns || cache->hashes[ino] != 0 ||
+	    entry->hash == 0) {
 		state->dropped++;
 		return 0;
 	}
-	cache->hashes[ino] = entry->hash;
-	set_ready(cache, (uint32_t)ino, true);
-	state->kept++;
+	if (state->count == state->cap) {
+		size_t cap = state->cap ? state->cap * 2 : 1024;
+		struct restore_candidate *grown = realloc(state->items, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		state->items = grown;
+		state->cap = cap;
+	}
+	cache->hashes[ino] = entry->hash;       /* marks ino seen until restored */
+	state->items[state->count++] = (struct restore_candidate) {
+		.ino = (uint32_t)ino,
+		.score = isnan(cache->scores.values[ino]) ? -INFINITY : cache->scores.values[ino],
+		.hash = entry->hash,
+	};
 	return 1;
+}
+
+static int compare_candidates(const void *a, const void *b)
+{
+	const struct restore_candidate *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Second pass: the most important first, while they fit; the rest dropped. */
+static void restore_collected(struct restore_state *state)
+{
+	struct dlc_cache *cache = state->cache;
+
+	if (state->count > 1)
+		qsort(state->items, state->count, sizeof(*state->items), compare_candidates);
+	for (size_t i = 0; i < state->count; i++) {
+		uint32_t ino = state->items[i].ino;
+		const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
+
+		if (dlc_policy_restore(cache->policy, ino, dlc_store_footprint(node->size)) < 0) {
+			char path[4096];
+
+			cache->hashes[ino] = 0;
+			if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
+				(void)dlc_store_remove(cache->store, path);
+			state->dropped++;
+			continue;
+		}
+		cache->hashes[ino] = state->items[i].hash;
+		set_ready(cache, ino, true);
+		state->kept++;
+	}
 }
 
 int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
@@ -150,7 +227,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	dlc_policy_set_scores(cache->policy, cache->scores.values);
 
 	state.cache = cache;
-	rc = dlc_store_load(store, restore_entry, &state);
+	rc = dlc_store_load(store, collect_entry, &state);
+	restore_collected(&state);
+	free(state.items);
 	if (rc < 0) {
 		/* What was restored is good (reads check every byte); the store
 		 * leaves the index marked unclean, so the next mount checks it. */
@@ -290,6 +369,11 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 		goto bypass;
 
 	pthread_mutex_lock(&cache->lock);
+	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
+		/* The disk was full: evictions or the user may have made room. */
+		cache->admission = true;
+		cache->retry_at_ns = 0;
+	}
 	if (!cache->admission || dlc_policy_contains(cache->policy, ino) ||
 	    dlc_policy_admit(cache->policy, ino, dlc_store_footprint(size), &cache->victims) <= 0) {
 		pthread_mutex_unlock(&cache->lock);
@@ -321,9 +405,12 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 	dlc_policy_remove(cache->policy, ino);
 	if (rc == -ENOSPC && cache->admission) {
 		cache->admission = false;
-		dlc_log(DLC_LOG_WARNING, "cache disk under %s is full: admission is off until remount, reads go on from the source",
-			dlc_store_dir(cache->store));
-		dlc_stats_set_error(cache->stats, "cache disk full: admission turned off");
+		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
+		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
+			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
+			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));
+		cache->full_logged = true;
+		dlc_stats_set_error(cache->stats, "cache disk full: admission paused");
 	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
 		/* Out of descriptors or memory: this insert fails, the disk is fine. */
 		if (!atomic_exchange(&cache->transient_logged, true))

@@ -329,6 +329,43 @@ START_TEST(an_entry_evicted_while_written_is_never_served)
 }
 END_TEST
 
+START_TEST(a_smaller_cache_size_at_remount_keeps_the_highest_scored)
+{
+	char scores_file[160], *cause = NULL;
+	uint32_t inos[NFILES];
+	float values[NFILES];
+
+	snprintf(scores_file, sizeof(scores_file), "%s/scores.bin", root);
+	open_all(DLC_POLICY_IMPORTANCE, 10 * 12288, 0);
+	for (int i = 0; i < NFILES; i++)
+		get_and_check(i);               /* no scores yet: files 0..9 fill it */
+	ck_assert_uint_eq(cached_entries(), 10);
+	for (int i = 0; i < NFILES; i++) {
+		inos[i] = ino_of(i);
+		values[i] = (float)((i * 7) % NFILES);      /* a shuffled ranking */
+	}
+	/* Reopen the cache alone, with scores and a third of the room. */
+	dlc_fetch_free(fetch);
+	fetch = NULL;
+	dlc_cache_close(cache);
+	ck_assert_int_eq(dlc_cache_open(store, snapshot, DLC_POLICY_IMPORTANCE, 10 * 12288, scores_file,
+					&stats, &cache, &cause), 0);
+	dlc_cache_set_scores(cache, inos, values, NFILES);
+	ck_assert_int_eq(dlc_cache_save_scores(cache), 0);
+	dlc_cache_close(cache);
+	ck_assert_int_eq(dlc_cache_open(store, snapshot, DLC_POLICY_IMPORTANCE, 3 * 12288, scores_file,
+					&stats, &cache, &cause), 0);
+	fetch = dlc_fetch_create(backend, snapshot, cache, &stats, 1 << 30);
+	/* Of the cached files 0..9, scores (i*7)%20 rank 8 (16), 5 (15), 2 (14) highest. */
+	for (int i = 0; i < NFILES; i++)
+		ck_assert_msg(dlc_cache_contains(cache, ino_of(i)) == (i == 8 || i == 5 || i == 2),
+			      "file %d %s", i, dlc_cache_contains(cache, ino_of(i)) ? "kept" : "dropped");
+	ck_assert_uint_eq(cache_files(), 3);
+	get_and_check(8);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+}
+END_TEST
+
 START_TEST(capacity_is_never_exceeded)
 {
 	/* Each 10000-byte file is charged 12288 bytes: 5 fit in 64 KiB. */
@@ -519,6 +556,7 @@ static Suite *fetch_suite(void)
 	tcase_add_checked_fixture(capacity, setup, teardown);
 	tcase_add_test(capacity, capacity_is_never_exceeded);
 	tcase_add_test(capacity, restore_drops_what_no_longer_fits);
+	tcase_add_test(capacity, a_smaller_cache_size_at_remount_keeps_the_highest_scored);
 	suite_add_tcase(s, capacity);
 
 	tcase_add_checked_fixture(flights, setup, teardown);

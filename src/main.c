@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -124,6 +125,7 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 		.progress = isatty(STDERR_FILENO),
 	};
 	uint64_t entries;
+	bool built = false;
 	int rc;
 
 	if (opts->refresh && dlc_snapshot_file_is_packed(opts->snapshot)) {
@@ -149,21 +151,39 @@ static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend
 			goto load;
 	}
 	if (opts->refresh || access(opts->snapshot, F_OK) < 0) {
+build:
 		dlc_log(DLC_LOG_INFO, "building the snapshot of %s in %s", opts->source, opts->snapshot);
 		rc = dlc_snapshot_build(backend, opts->snapshot, &build, &entries, cause);
 		if (rc < 0)
 			return rc;
 		dlc_log(DLC_LOG_INFO, "snapshot has %llu entries", (unsigned long long)entries);
+		built = true;
 	}
 load:
 	rc = dlc_snapshot_load(opts->snapshot, snapshot, cause);
 	if (rc < 0)
 		return rc;
-	/* A packed directory carries its snapshot and may be copied anywhere. */
+	/*
+	 * A snapshot names its source: one of another source would show that
+	 * source's tree.  The cache directory's own is rebuilt for the new
+	 * source; one the user named is refused.  A packed directory carries its
+	 * snapshot and may be copied anywhere.
+	 */
 	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0 &&
-	    !snapshot_in_source(opts) && !dlc_snapshot_packed(*snapshot))
-		dlc_log(DLC_LOG_WARNING, "snapshot %s was built from %s, mounted from %s",
-			opts->snapshot, dlc_snapshot_source(*snapshot), opts->source);
+	    !snapshot_in_source(opts) && !dlc_snapshot_packed(*snapshot)) {
+		if (opts->snapshot_default && !built) {
+			dlc_log(DLC_LOG_INFO, "the snapshot in %s was built from %s; building one of %s",
+				opts->cache_dir, dlc_snapshot_source(*snapshot), opts->source);
+			dlc_snapshot_free(*snapshot);
+			*snapshot = NULL;
+			goto build;
+		}
+		dlc_cause_set(cause, "snapshot %s was built from %s, not from %s; build one of this source with dlcache snapshot %s -o FILE, or add -o refresh to rebuild it",
+			      opts->snapshot, dlc_snapshot_source(*snapshot), opts->source, opts->source);
+		dlc_snapshot_free(*snapshot);
+		*snapshot = NULL;
+		return -EINVAL;
+	}
 	/* From here on, the stats count what the mount itself asks of the source. */
 	for (int op = 0; op < DLC_BACKEND_OP_COUNT; op++)
 		atomic_store(&backend->calls[op], 0);
@@ -225,6 +245,23 @@ static void save_totals(struct dlc_store *store, struct dlc_stats *stats)
 	free(totals);
 }
 
+/*
+ * A mount holds a descriptor per cache file being read, per open chunk of a
+ * packed source, per source connection: the soft RLIMIT_NOFILE (often 1024)
+ * goes up to the hard limit.  Chunk handles then budget themselves from
+ * what there is (chunks.c).
+ */
+static void raise_descriptor_limit(void)
+{
+	struct rlimit limit;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+		limit.rlim_cur = limit.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &limit) < 0)
+			dlc_log(DLC_LOG_INFO, "cannot raise the descriptor limit: %s", strerror(errno));
+	}
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct dlc_options opts;
@@ -237,6 +274,7 @@ static int cmd_mount(int argc, char **argv)
 	struct fuse_session *session = NULL;
 	struct dlc_fs_context context;
 	char *cause = NULL, *totals = NULL, *scores_file = NULL;
+	uint64_t dropped = 0;
 	int ready_fd = -1;
 	int rc;
 
@@ -263,6 +301,7 @@ static int cmd_mount(int argc, char **argv)
 	if (!opts.foreground)
 		ready_fd = background();
 
+	raise_descriptor_limit();
 	dlc_stats_init(&stats);
 	rc = dlc_backend_create(opts.source, &opts.backend, &backend, &cause);
 	if (rc < 0)
@@ -273,6 +312,13 @@ static int cmd_mount(int argc, char **argv)
 	rc = ensure_snapshot(&opts, backend, &snapshot, &cause);
 	if (rc < 0)
 		goto out;
+	/* A cache_dir reused for another source drops what it held. */
+	rc = dlc_store_claim(store, opts.source, &dropped);
+	if (rc < 0) {
+		dlc_cause_set(&cause, "cannot record the source in the cache index of %s (%s); check the cache disk, or use another cache_dir",
+			      opts.cache_dir, strerror(-rc));
+		goto out;
+	}
 	if (dlc_store_meta_get(store, STATS_TOTALS_KEY, &totals) == 0)
 		dlc_stats_totals_decode(&stats, totals);
 	free(totals);
@@ -397,7 +443,7 @@ static int cmd_snapshot(int argc, char **argv)
 	struct dlc_backend_config config = { 0 };
 	struct dlc_backend *backend = NULL;
 	const char *output = NULL;
-	char *cause = NULL, *end;
+	char *cause = NULL, *end, *real_source = NULL;
 	uint64_t entries = 0;
 	int c, rc;
 
@@ -444,16 +490,22 @@ static int cmd_snapshot(int argc, char **argv)
 		return 1;
 	}
 	config.connections = build.threads;     /* NFS: one per crawl thread */
+	/* A directory is named as the mount will name it (canonical), so the
+	 * snapshot's source matches the mount's (ensure_snapshot compares them). */
+	if (argv[optind][0] == '/' && (real_source = realpath(argv[optind], NULL)) != NULL)
+		argv[optind] = real_source;
 	rc = dlc_backend_create(argv[optind], &config, &backend, &cause);
 	if (rc == 0)
 		rc = dlc_snapshot_build(backend, output, &build, &entries, &cause);
 	if (rc < 0) {
 		print_cause("cannot build the snapshot", cause, rc);
 		dlc_backend_destroy(backend);
+		free(real_source);
 		return 1;
 	}
 	printf("%s: %llu entries from %s\n", output, (unsigned long long)entries, argv[optind]);
 	dlc_backend_destroy(backend);
+	free(real_source);
 	return 0;
 }
 

@@ -33,7 +33,7 @@ struct dlc_cache_gauges {
 	uint64_t bytes;         /* charged to the capacity, in-flight inserts included */
 	uint64_t entries;
 	uint64_t capacity;
-	bool admission;         /* false once the cache disk was found full */
+	bool admission;         /* false while the cache disk is full (tried again every 5 s) or failed */
 	uint64_t scores_known;  /* samples with a known importance */
 };
 
@@ -70,10 +70,25 @@ int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len);
 /*
  * Copies the cached bytes of regular file ino (size bytes, its snapshot
  * size) into buf.  0 on a hit; -ENOENT when ino is not (yet) cached; a
- * cached copy that is missing or fails its check is dropped, counted as
- * corrupt, and reported as -ENOENT.  Counts nothing else.
+ * cached copy that is missing or fails its size or xxh3 check is dropped,
+ * counted as corrupt, and reported as -ENOENT.  Any other failure to read it
+ * (EMFILE, ENOMEM, EIO...) keeps the entry, counts a cache read error and is
+ * reported as -ENOENT too: the caller reads the source.
  */
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size);
+
+/*
+ * Tests only, for races made deterministic: read_hook(arg, ino, rc) runs
+ * after each read of a cached copy in dlc_cache_read, without the lock, and
+ * returns the outcome to act on (rc, or an injected error); write_hook(arg,
+ * ino) runs in dlc_cache_offer after the admitted bytes were written, before
+ * the lock is taken again.  Either may evict or admit entries meanwhile.
+ * Set before any reader runs; NULL for none.
+ */
+typedef int (*dlc_cache_read_hook)(void *arg, uint32_t ino, int rc);
+typedef void (*dlc_cache_write_hook)(void *arg, uint32_t ino);
+void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
+			 dlc_cache_write_hook write_hook, void *arg);
 
 /*
  * Opens the cached copy of ino for reading by range, without reading it,
@@ -90,8 +105,9 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
 /*
  * Offers the bytes of ino just read from the source.  Returns true when they
  * were admitted and written, false when bypassed (policy said no, admission
- * is off, or the write failed; a full disk turns admission off for the rest
- * of the mount).  Counts admissions, evictions and bypasses.
+ * is off, or the write failed; a full disk pauses admission for 5 s, after
+ * which the next offer tries again; a disk that fails writes turns it off
+ * for the rest of the mount).  Counts admissions, evictions and bypasses.
  */
 bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
 

@@ -91,4 +91,7 @@ void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, 
  * when they were held. */
 bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size);
 
+/* Chunk handles open now (idle ones beyond a quarter of RLIMIT_NOFILE are closed). */
+unsigned dlc_chunks_open_handles(struct dlc_chunks *chunks);
+
 #endif

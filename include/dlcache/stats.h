@@ -42,6 +42,7 @@ enum dlc_stat {
 	DLC_STAT_EVICTIONS,
 	DLC_STAT_BYPASSES,             /* misses served but not admitted */
 	DLC_STAT_CORRUPT,              /* cache entries whose size or xxh3 did not match */
+	DLC_STAT_CACHE_READ_ERRORS,    /* cached copies that could not be read (kept; served from the source) */
 	DLC_STAT_REMOTE_ERRORS,        /* reads failed because the remote failed */
 	DLC_STAT_PREFETCHES,           /* files fetched by prefetch workers */
 	DLC_STAT_PREFETCH_HITS,        /* opens served from prefetched bytes (also hits) */

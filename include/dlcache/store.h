@@ -95,6 +95,18 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 /* Deletes the cached copy of path, file and row; 0 or -ENOENT. */
 int dlc_store_remove(struct dlc_store *store, const char *path);
 
+/*
+ * Records source (the mount's source, canonical) as the dataset this cache
+ * holds.  When the index names another source, every entry is dropped first
+ * (files and rows), so bytes cached for one dataset are never served for
+ * another that has files of the same paths, sizes and times; *dropped then
+ * counts them.  An index that names no source yet (made before this check)
+ * is claimed as it is.  A crash part-way leaves the old name, so the next
+ * claim drops the rest.  0 or -errno; a store without an index (full disk
+ * at open) holds nothing and returns 0.
+ */
+int dlc_store_claim(struct dlc_store *store, const char *source, uint64_t *dropped);
+
 /* Commits pending index changes now. */
 int dlc_store_flush(struct dlc_store *store);
 

@@ -45,6 +45,7 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_EVICTIONS] = "evictions",
 	[DLC_STAT_BYPASSES] = "bypasses",
 	[DLC_STAT_CORRUPT] = "corrupt",
+	[DLC_STAT_CACHE_READ_ERRORS] = "cache_read_errors",
 	[DLC_STAT_REMOTE_ERRORS] = "remote_errors",
 	[DLC_STAT_PREFETCHES] = "prefetches",
 	[DLC_STAT_PREFETCH_HITS] = "prefetch_hits",

@@ -2,19 +2,28 @@
  * cache.c - the cache's state in one place: which inodes are cached (the
  * policy), the xxh3 of each ready entry, and the store's files.
  *
- * INVARIANTS.  cache->lock guards policy, hashes, ready, admission and
- * victims.  An inode is ready only if the policy contains it and its file was
- * written with the hash in hashes[ino].  Victims are removed from the store
+ * INVARIANTS.  cache->lock guards policy, hashes, generations, ready,
+ * admission and victims.  An inode is ready only if the policy contains it
+ * and its file was written with the hash in hashes[ino]; generations[ino]
+ * changes each time it becomes ready, so a reader that checked the file
+ * without the lock acts on its outcome only if the entry it read is still
+ * the one there (an entry evicted and admitted again with the same bytes
+ * has the same hash but another generation).  Only a copy proven bad (size
+ * or xxh3 wrong, file gone) is dropped; a passing failure to read it (out
+ * of descriptors or memory, an I/O error) is a miss that keeps it.  Victims are removed from the store
  * while the lock is held, before the admitted entry's bytes are written, so
  * the files on disk never exceed the policy's capacity.  The store's own lock
  * nests inside cache->lock; dlc_store_read takes none, so a hit holds
  * cache->lock only to copy the hash.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "dlcache/cache.h"
 #include "dlcache/cause.h"
@@ -29,12 +38,31 @@ struct dlc_cache {
 	struct dlc_scores scores;       /* guarded by lock (writes); the policy reads it */
 	char *scores_file;              /* NULL: scores are not saved */
 	uint64_t *hashes;               /* guarded by lock; per inode, valid when ready */
+	uint32_t *generations;          /* guarded by lock; per inode, bumped when it becomes ready */
+	uint32_t next_generation;       /* guarded by lock */
 	uint64_t *stamps;               /* guarded by lock; per inode: the cache file as last
 					 * checked in this mount, 0 = not checked yet */
 	uint8_t *ready;                 /* guarded by lock; bitmap by inode */
 	bool admission;                 /* guarded by lock */
+	int64_t retry_at_ns;            /* guarded by lock: a full disk is tried again then (0: never) */
+	bool full_logged;               /* guarded by lock */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
+	atomic_bool transient_logged;   /* a passing read error was logged */
+	dlc_cache_read_hook read_hook;  /* tests only; set before serving */
+	dlc_cache_write_hook write_hook;
+	void *hook_arg;
 };
+
+/* A full cache disk pauses admission for this long, then it is tried again. */
+#define DISK_FULL_RETRY_NS (5 * 1000000000LL)
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec * 1000000000LL + now.tv_nsec;
+}
 
 static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
 {
@@ -44,10 +72,12 @@ static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
 static void set_ready(struct dlc_cache *cache, uint32_t ino, bool ready)
 {
 	cache->stamps[ino] = 0;
-	if (ready)
+	if (ready) {
+		cache->generations[ino] = ++cache->next_generation;
 		cache->ready[ino >> 3] |= (uint8_t)(1u << (ino & 7));
-	else
+	} else {
 		cache->ready[ino >> 3] &= (uint8_t)~(1u << (ino & 7));
+	}
 }
 
 static int64_t node_mtime_ns(const struct dlc_node *node)
@@ -65,13 +95,28 @@ static void drop_file(struct dlc_cache *cache, uint32_t ino)
 		(void)dlc_store_remove(cache->store, path);
 }
 
+/* A persisted entry that still matches the snapshot, waiting to be restored. */
+struct restore_candidate {
+	uint32_t ino;
+	float score;            /* -inf when unknown: restored last */
+	uint64_t hash;
+};
+
 struct restore_state {
 	struct dlc_cache *cache;
+	struct restore_candidate *items;
+	size_t count, cap;
 	uint64_t kept;
 	uint64_t dropped;
 };
 
-static int restore_entry(void *arg, const struct dlc_store_entry *entry)
+/*
+ * First pass over the index: entries that no longer match the snapshot are
+ * dropped at once; the others are collected, so that the second pass can
+ * restore the most important first (a smaller cache_size at remount keeps
+ * the highest-scored entries, not the first rows read).
+ */
+static int collect_entry(void *arg, const struct dlc_store_entry *entry)
 {
 	struct restore_state *state = arg;
 	struct dlc_cache *cache = state->cache;
@@ -79,15 +124,62 @@ static int restore_entry(void *arg, const struct dlc_store_entry *entry)
 	const struct dlc_node *node = ino ? dlc_snapshot_node(cache->snapshot, ino) : NULL;
 
 	if (!node || !S_ISREG(node->mode) || node->size != entry->size ||
-	    node_mtime_ns(node) != entry->mtime_ns || dlc_policy_contains(cache->policy, (uint32_t)ino) ||
-	    dlc_policy_restore(cache->policy, (uint32_t)ino, dlc_store_footprint(entry->size)) < 0) {
+	    node_mtime_ns(node) != entry->mtime_ns || cache->hashes[ino] != 0 ||
+	    entry->hash == 0) {
 		state->dropped++;
 		return 0;
 	}
-	cache->hashes[ino] = entry->hash;
-	set_ready(cache, (uint32_t)ino, true);
-	state->kept++;
+	if (state->count == state->cap) {
+		size_t cap = state->cap ? state->cap * 2 : 1024;
+		struct restore_candidate *grown = realloc(state->items, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		state->items = grown;
+		state->cap = cap;
+	}
+	cache->hashes[ino] = entry->hash;       /* marks ino seen until restored */
+	state->items[state->count++] = (struct restore_candidate) {
+		.ino = (uint32_t)ino,
+		.score = isnan(cache->scores.values[ino]) ? -INFINITY : cache->scores.values[ino],
+		.hash = entry->hash,
+	};
 	return 1;
+}
+
+static int compare_candidates(const void *a, const void *b)
+{
+	const struct restore_candidate *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Second pass: the most important first, while they fit; the rest dropped. */
+static void restore_collected(struct restore_state *state)
+{
+	struct dlc_cache *cache = state->cache;
+
+	if (state->count > 1)
+		qsort(state->items, state->count, sizeof(*state->items), compare_candidates);
+	for (size_t i = 0; i < state->count; i++) {
+		uint32_t ino = state->items[i].ino;
+		const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
+
+		if (dlc_policy_restore(cache->policy, ino, dlc_store_footprint(node->size)) < 0) {
+			char path[4096];
+
+			cache->hashes[ino] = 0;
+			if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
+				(void)dlc_store_remove(cache->store, path);
+			state->dropped++;
+			continue;
+		}
+		cache->hashes[ino] = state->items[i].hash;
+		set_ready(cache, ino, true);
+		state->kept++;
+	}
 }
 
 int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
@@ -112,8 +204,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	cache->policy = dlc_policy_create(kind, capacity, count);
 	cache->hashes = calloc((size_t)count + 1, sizeof(*cache->hashes));
 	cache->stamps = calloc((size_t)count + 1, sizeof(*cache->stamps));
+	cache->generations = calloc((size_t)count + 1, sizeof(*cache->generations));
 	cache->ready = calloc((size_t)count / 8 + 1, 1);
-	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->ready ||
+	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->generations || !cache->ready ||
 	    dlc_scores_init(&cache->scores, count) < 0)
 		goto err_nomem;
 	if (scores_file) {
@@ -134,7 +227,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	dlc_policy_set_scores(cache->policy, cache->scores.values);
 
 	state.cache = cache;
-	rc = dlc_store_load(store, restore_entry, &state);
+	rc = dlc_store_load(store, collect_entry, &state);
+	restore_collected(&state);
+	free(state.items);
 	if (rc < 0) {
 		/* What was restored is good (reads check every byte); the store
 		 * leaves the index marked unclean, so the next mount checks it. */
@@ -164,15 +259,23 @@ void dlc_cache_close(struct dlc_cache *cache)
 	dlc_ino_list_free(&cache->victims);
 	free(cache->hashes);
 	free(cache->stamps);
+	free(cache->generations);
 	free(cache->ready);
 	pthread_mutex_destroy(&cache->lock);
 	free(cache);
+}
+
+/* Whether a failure to read a cached copy proves the copy bad. */
+static bool copy_is_bad(int rc)
+{
+	return rc == -EBADMSG || rc == -ENOENT;
 }
 
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size)
 {
 	char path[4096];
 	uint64_t hash, stamp;
+	uint32_t generation;
 	int rc;
 
 	pthread_mutex_lock(&cache->lock);
@@ -181,23 +284,36 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 		return -ENOENT;
 	}
 	hash = cache->hashes[ino];
+	generation = cache->generations[ino];
 	pthread_mutex_unlock(&cache->lock);
 
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
 		return rc;
 	rc = dlc_store_read(cache->store, path, buf, size, hash, &stamp);
+	if (cache->read_hook)
+		rc = cache->read_hook(cache->hook_arg, ino, rc);
 	if (rc == 0) {
 		pthread_mutex_lock(&cache->lock);
-		if (is_ready(cache, ino) && cache->hashes[ino] == hash)
+		if (is_ready(cache, ino) && cache->generations[ino] == generation)
 			cache->stamps[ino] = stamp;
 		pthread_mutex_unlock(&cache->lock);
 		return 0;
 	}
+	if (!copy_is_bad(rc)) {
+		/* Out of descriptors or memory, a passing I/O error: the copy may
+		 * well be good, so it stays; this read goes to the source. */
+		if (!atomic_exchange(&cache->transient_logged, true))
+			dlc_log(DLC_LOG_WARNING, "cannot read the cached copy of %s (%s%s); it is kept and the read goes to the source (logged once)",
+				path, strerror(-rc),
+				rc == -EMFILE || rc == -ENFILE ? ": out of descriptors, raise ulimit -n" : "");
+		dlc_stats_add(cache->stats, DLC_STAT_CACHE_READ_ERRORS, 1);
+		return -ENOENT;
+	}
 
 	pthread_mutex_lock(&cache->lock);
 	/* Drop it unless an eviction or a new insert got there first. */
-	if (is_ready(cache, ino) && cache->hashes[ino] == hash) {
+	if (is_ready(cache, ino) && cache->generations[ino] == generation) {
 		dlc_policy_remove(cache->policy, ino);
 		drop_file(cache, ino);
 		dlc_stats_add(cache->stats, DLC_STAT_CORRUPT, 1);
@@ -206,6 +322,14 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 	}
 	pthread_mutex_unlock(&cache->lock);
 	return -ENOENT;
+}
+
+void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
+			 dlc_cache_write_hook write_hook, void *arg)
+{
+	cache->read_hook = read_hook;
+	cache->write_hook = write_hook;
+	cache->hook_arg = arg;
 }
 
 int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
@@ -245,6 +369,11 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 		goto bypass;
 
 	pthread_mutex_lock(&cache->lock);
+	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
+		/* The disk was full: evictions or the user may have made room. */
+		cache->admission = true;
+		cache->retry_at_ns = 0;
+	}
 	if (!cache->admission || dlc_policy_contains(cache->policy, ino) ||
 	    dlc_policy_admit(cache->policy, ino, dlc_store_footprint(size), &cache->victims) <= 0) {
 		pthread_mutex_unlock(&cache->lock);
@@ -256,6 +385,8 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 	pthread_mutex_unlock(&cache->lock);
 
 	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash);
+	if (cache->write_hook)
+		cache->write_hook(cache->hook_arg, ino);
 
 	pthread_mutex_lock(&cache->lock);
 	if (rc == 0 && !dlc_policy_contains(cache->policy, ino)) {
@@ -274,9 +405,17 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 	dlc_policy_remove(cache->policy, ino);
 	if (rc == -ENOSPC && cache->admission) {
 		cache->admission = false;
-		dlc_log(DLC_LOG_WARNING, "cache disk under %s is full: admission is off until remount, reads go on from the source",
-			dlc_store_dir(cache->store));
-		dlc_stats_set_error(cache->stats, "cache disk full: admission turned off");
+		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
+		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
+			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
+			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));
+		cache->full_logged = true;
+		dlc_stats_set_error(cache->stats, "cache disk full: admission paused");
+	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
+		/* Out of descriptors or memory: this insert fails, the disk is fine. */
+		if (!atomic_exchange(&cache->transient_logged, true))
+			dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s%s; admission goes on (logged once)", path,
+				strerror(-rc), rc == -ENOMEM ? "" : ": out of descriptors, raise ulimit -n");
 	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
 		/* A disk that fails one write (read-only, I/O errors, cache_dir
 		 * removed) fails the next ones too: one warning, not one per miss. */

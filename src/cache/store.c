@@ -67,6 +67,8 @@
 
 #define BLOCK_SIZE 4096u
 #define TMP_PATH_SIZE 64
+/* The meta key naming the source whose bytes the cache holds (dlc_store_claim). */
+#define SOURCE_KEY "source"
 
 /* NAME of path: 16 lowercase hex digits of XXH3_64(path). */
 static void entry_name(const char *path, char name[NAME_LEN + 1])
@@ -571,6 +573,40 @@ int dlc_store_flush(struct dlc_store *store)
 	rc = dlc_store_commit_changes(store);
 	pthread_mutex_unlock(&store->mutex);
 	return rc;
+}
+
+static int drop_entry(void *arg, const struct dlc_store_entry *entry)
+{
+	(*(uint64_t *)arg)++;
+	return 0;
+}
+
+int dlc_store_claim(struct dlc_store *store, const char *source, uint64_t *dropped)
+{
+	char *held = NULL;
+	int rc;
+
+	*dropped = 0;
+	if (store->no_index)
+		return 0;
+	rc = dlc_store_meta_get(store, SOURCE_KEY, &held);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	if (held && strcmp(held, source) != 0) {
+		dlc_log(DLC_LOG_INFO, "%s held the cache of %s; its entries are dropped for %s",
+			store->dir, held, source);
+		rc = dlc_store_load(store, drop_entry, dropped);
+		if (rc == 0)
+			rc = dlc_store_flush(store);
+		if (rc < 0) {
+			free(held);
+			return rc;
+		}
+	}
+	if (!held || strcmp(held, source) != 0)
+		rc = dlc_store_meta_set(store, SOURCE_KEY, source);
+	free(held);
+	return rc < 0 ? rc : 0;
 }
 
 int dlc_store_meta_get(struct dlc_store *store, const char *key, char **value)

@@ -3,10 +3,18 @@
  * chunks.h for the contract).
  *
  * Handles.  chunks[c].file is opened by the first reader of chunk c, under
- * open_lock (so one open per chunk however many readers arrive together),
- * and published with a release store; later readers load it without a lock.
- * Handles are closed only by dlc_chunks_free.  An open that fails is not
- * remembered: the next read tries again, so a source that comes back heals.
+ * open_lock (so one open per chunk however many readers arrive together).
+ * A reader takes a use of the handle for its pread (users), so a handle is
+ * never closed under a read.  Open handles are kept in an LRU list, and at
+ * most max_open of them stay open: opening one more closes the least
+ * recently used idle ones first (a packed ImageNet has thousands of chunks,
+ * and the process has far fewer descriptors).  Handles in use are never
+ * closed, so the count may pass max_open by the readers in flight.  An open
+ * that fails is not remembered: the next read tries again, so a source that
+ * comes back heals.  An open that fails for lack of descriptors (EMFILE,
+ * ENFILE) closes every idle handle and tries once more; if it fails again,
+ * that read fails with EIO and says so, but the chunk is not reported as
+ * damaged.
  *
  * Checks.  A file is one pread of exactly its size at its offset: a short
  * read means the chunk ends before the file (truncated or replaced), and
@@ -47,9 +55,11 @@
  * waiter's buffer is written only by the pass that found it in the list,
  * before it sets filled, and the waiter leaves the list before it returns.
  * No lock is held while reading the source, copying bytes or calling the
- * callback.  Lock order: open_lock is never taken with lock held, nor the
+ * callback.  open_lock guards every chunk's file, users and LRU links, and
+ * open_count.  Lock order: open_lock is never taken with lock held, nor the
  * other way round.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -59,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -86,7 +97,9 @@ struct waiter {
 };
 
 struct chunk {
-	_Atomic(struct dlc_backend_file *) file;   /* opened once, under open_lock */
+	struct dlc_backend_file *file;               /* guarded by open_lock; NULL: closed */
+	unsigned users;                              /* guarded by open_lock: preads under way */
+	uint32_t lru_prev, lru_next;                 /* guarded by open_lock: chunk + 1, 0 = none */
 	atomic_bool reported;                        /* its first failure was logged */
 	uint32_t first_member;                       /* whole chunks: members[first..] */
 	uint32_t nmembers;
@@ -106,6 +119,9 @@ struct dlc_chunks {
 	uint32_t count;
 	uint32_t *members;              /* whole chunks: regular files by chunk, by offset */
 	pthread_mutex_t open_lock;
+	uint32_t lru_head, lru_tail;    /* guarded by open_lock: open handles, newest first */
+	unsigned open_count;            /* guarded by open_lock */
+	unsigned max_open;              /* handles kept open at most (idle ones closed) */
 	pthread_mutex_t lock;
 	pthread_cond_t passed;          /* a pass moved on or ended */
 	unsigned running;               /* guarded by lock: passes running */
@@ -182,6 +198,22 @@ static int list_members(struct dlc_chunks *chunks)
 	return 0;
 }
 
+/*
+ * Chunk handles kept open: a quarter of the descriptors the process may
+ * have (the rest serve the cache files, the kernel's FUSE requests and the
+ * source's connections), at least 8 and at most 4096.
+ */
+static unsigned max_open_handles(void)
+{
+	struct rlimit limit;
+	rlim_t n = 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+		n = limit.rlim_cur;
+	n /= 4;
+	return n < 8 ? 8 : n > 4096 ? 4096 : (unsigned)n;
+}
+
 int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
 		      struct dlc_stats *stats, bool whole_chunks, uint64_t max_file,
 		      struct dlc_chunks **out)
@@ -200,6 +232,7 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 	chunks->whole = whole_chunks;
 	chunks->max_file = max_file;
 	chunks->count = dlc_snapshot_chunk_count(snapshot);
+	chunks->max_open = max_open_handles();
 	chunks->chunks = calloc((size_t)chunks->count + 1, sizeof(*chunks->chunks));
 	if (whole_chunks) {
 		chunks->held = calloc(HOLD_SLOTS, sizeof(*chunks->held));
@@ -228,7 +261,7 @@ void dlc_chunks_free(struct dlc_chunks *chunks)
 	if (!chunks)
 		return;
 	for (uint32_t c = 0; c < chunks->count; c++) {
-		struct dlc_backend_file *file = atomic_load(&chunks->chunks[c].file);
+		struct dlc_backend_file *file = chunks->chunks[c].file;
 
 		if (file)
 			dlc_backend_close(chunks->backend, file);
@@ -274,24 +307,115 @@ static int chunk_failed(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, con
 	return -EIO;
 }
 
-/* The open handle of chunk c, opening it on first use; NULL after logging. */
-static struct dlc_backend_file *chunk_file(struct dlc_chunks *chunks, uint32_t c)
+/* LRU list of open handles; called with open_lock held. */
+static void lru_unlink(struct dlc_chunks *chunks, uint32_t c)
 {
 	struct chunk *chunk = &chunks->chunks[c];
-	struct dlc_backend_file *file = atomic_load_explicit(&chunk->file, memory_order_acquire);
+
+	if (chunk->lru_prev)
+		chunks->chunks[chunk->lru_prev - 1].lru_next = chunk->lru_next;
+	else
+		chunks->lru_head = chunk->lru_next;
+	if (chunk->lru_next)
+		chunks->chunks[chunk->lru_next - 1].lru_prev = chunk->lru_prev;
+	else
+		chunks->lru_tail = chunk->lru_prev;
+	chunk->lru_prev = chunk->lru_next = 0;
+}
+
+static void lru_push_front(struct dlc_chunks *chunks, uint32_t c)
+{
+	struct chunk *chunk = &chunks->chunks[c];
+
+	chunk->lru_prev = 0;
+	chunk->lru_next = chunks->lru_head;
+	if (chunks->lru_head)
+		chunks->chunks[chunks->lru_head - 1].lru_prev = c + 1;
+	else
+		chunks->lru_tail = c + 1;
+	chunks->lru_head = c + 1;
+}
+
+/*
+ * Detaches idle handles, least recently used first, until at most keep are
+ * open (or none idle is left), into out (n of them, at most max), for the
+ * caller to close.  Called with open_lock held; the caller closes them
+ * under it too, as it opens under it (one open per chunk).
+ */
+static void detach_idle(struct dlc_chunks *chunks, unsigned keep,
+					     struct dlc_backend_file **out, size_t *n, size_t max)
+{
+	uint32_t at = chunks->lru_tail;
+
+	*n = 0;
+	while (at && chunks->open_count > keep && *n < max) {
+		uint32_t c = at - 1;
+		struct chunk *chunk = &chunks->chunks[c];
+
+		at = chunk->lru_prev;
+		if (chunk->users)
+			continue;
+		lru_unlink(chunks, c);
+		out[(*n)++] = chunk->file;
+		chunk->file = NULL;
+		chunks->open_count--;
+	}
+}
+
+#define CLOSE_BATCH 64
+
+static void close_detached(struct dlc_chunks *chunks, struct dlc_backend_file **files, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dlc_backend_close(chunks->backend, files[i]);
+}
+
+/*
+ * Takes a use of chunk c's handle, opening it (and closing idle ones beyond
+ * max_open) as needed; release it with chunk_put.  NULL after logging.
+ */
+static struct dlc_backend_file *chunk_get(struct dlc_chunks *chunks, uint32_t c)
+{
+	struct dlc_backend_file *closing[CLOSE_BATCH], *file;
+	struct chunk *chunk = &chunks->chunks[c];
+	size_t nclosing = 0;
 	int rc = 0;
 
-	if (file)
-		return file;
 	pthread_mutex_lock(&chunks->open_lock);
-	file = atomic_load_explicit(&chunk->file, memory_order_relaxed);
-	if (!file) {
+	file = chunk->file;
+	if (file) {
+		lru_unlink(chunks, c);
+		lru_push_front(chunks, c);
+		chunk->users++;
+		pthread_mutex_unlock(&chunks->open_lock);
+		return file;
+	}
+	if (chunks->open_count >= chunks->max_open) {
+		detach_idle(chunks, chunks->max_open - 1, closing, &nclosing, CLOSE_BATCH);
+		close_detached(chunks, closing, nclosing);
+	}
+	rc = dlc_backend_open(chunks->backend, dlc_snapshot_chunk_path(chunks->snapshot, c), &file);
+	if (rc == -EMFILE || rc == -ENFILE) {
+		/* Out of descriptors: give back every idle handle, then once more. */
+		detach_idle(chunks, 0, closing, &nclosing, CLOSE_BATCH);
+		close_detached(chunks, closing, nclosing);
 		rc = dlc_backend_open(chunks->backend, dlc_snapshot_chunk_path(chunks->snapshot, c),
 				      &file);
-		if (rc == 0)
-			atomic_store_explicit(&chunk->file, file, memory_order_release);
+	}
+	if (rc == 0) {
+		chunk->file = file;
+		chunk->users = 1;
+		chunks->open_count++;
+		lru_push_front(chunks, c);
 	}
 	pthread_mutex_unlock(&chunks->open_lock);
+	if (rc == -EMFILE || rc == -ENFILE) {
+		/* Not the chunk's fault: not reported as damaged. */
+		dlc_stats_add(chunks->stats, DLC_STAT_REMOTE_ERRORS, 1);
+		dlc_log(DLC_LOG_WARNING, "cannot open chunk %s: out of descriptors (%s); raise ulimit -n",
+			dlc_snapshot_chunk_path(chunks->snapshot, c), strerror(-rc));
+		return NULL;
+	}
 	if (rc < 0) {
 		chunk_failed(chunks, c, 0, "cannot be opened on the source (%s)", strerror(-rc));
 		return NULL;
@@ -299,19 +423,38 @@ static struct dlc_backend_file *chunk_file(struct dlc_chunks *chunks, uint32_t c
 	return file;
 }
 
+static void chunk_put(struct dlc_chunks *chunks, uint32_t c)
+{
+	pthread_mutex_lock(&chunks->open_lock);
+	assert(chunks->chunks[c].users > 0);
+	chunks->chunks[c].users--;
+	pthread_mutex_unlock(&chunks->open_lock);
+}
+
 /* Reads len bytes of chunk c at off into buf; the count, or -EIO after logging. */
 static ssize_t chunk_pread(struct dlc_chunks *chunks, uint32_t c, void *buf, size_t len,
 			   uint64_t off)
 {
-	struct dlc_backend_file *file = chunk_file(chunks, c);
+	struct dlc_backend_file *file = chunk_get(chunks, c);
 	ssize_t n;
 
 	if (!file)
 		return -EIO;
 	n = dlc_backend_pread(chunks->backend, file, buf, len, off);
+	chunk_put(chunks, c);
 	if (n < 0)
 		return chunk_failed(chunks, c, 0, "cannot be read (%s)", strerror((int)-n));
 	dlc_stats_add(chunks->stats, DLC_STAT_BYTES_FROM_REMOTE, (uint64_t)n);
+	return n;
+}
+
+unsigned dlc_chunks_open_handles(struct dlc_chunks *chunks)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&chunks->open_lock);
+	n = chunks->open_count;
+	pthread_mutex_unlock(&chunks->open_lock);
 	return n;
 }
 

@@ -69,4 +69,27 @@ test_a_full_cache_disk_turns_admission_off_and_reads_go_on() {
 	umount "$CACHE"
 }
 
+test_admission_resumes_once_a_full_cache_disk_has_room() {
+	mkdir -p "$CACHE"
+	mount -t tmpfs -o size=1m,mode=0700 tmpfs "$CACHE" || { echo "SKIP: cannot mount tmpfs"; return 0; }
+	EXTRA_MOUNTS+=("$CACHE")
+	# Something else fills the disk: only ~300 KiB are left for the cache.
+	head -c 600K /dev/zero >"$CACHE/filler"
+	ALLOWED_LOG='cache disk under .* is full|SQLite rolled back|cannot save the scores to .*: No space left on device'
+	start_daemon "cache_size=100M"
+	expect_eq "files read with a full cache disk" "$(read_all_shuffled)" 100
+	expect_eq "admission while full" "$(stat_value cache.admission)" false
+	local before
+	before=$(stat_value admissions)
+	rm -f "$CACHE/filler"
+	sleep 6     # admission pauses 5 s after the disk was found full
+	expect_eq "files read after room was made" "$(read_all_shuffled)" 100
+	local after
+	after=$(stat_value admissions)
+	[ "$after" -gt $((before + 10)) ] || fail "admissions did not resume: $before then $after"
+	stop_daemon
+	ALLOWED_LOG='^$'
+	umount "$CACHE"
+}
+
 run_tests

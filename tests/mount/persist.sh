@@ -92,6 +92,38 @@ test_snapshot_built_ahead_and_refresh() {
 	rm -f "$SRC/added.txt"
 }
 
+test_a_cache_dir_reused_for_another_source_serves_only_its_bytes() {
+	# Two datasets with one path, one size and one mtime, other bytes.
+	local b=$WORK/src-b f=train/n00000001/n00000001_2.JPEG
+	mkdir -p "$b/${f%/*}" "$b/only-in-b"
+	head -c "$(stat -c %s "$SRC/$f")" /dev/urandom >"$b/$f"
+	touch -r "$SRC/$f" "$b/$f"
+	echo b >"$b/only-in-b/x"
+	start_daemon
+	cat "$MNT/$f" >/dev/null
+	expect_eq "entries after reading a" "$(stat_value cache.entries)" 1
+	stop_daemon
+	"$DLCACHE" snapshot "$SRC" -o "$WORK/snap-a.db" >/dev/null || fail "dlcache snapshot failed"
+
+	# The cache_dir's own snapshot is rebuilt for b; a's cached bytes go.
+	ALLOWED_LOG='^$'
+	start_daemon_from "$b" "log_level=warning"
+	[ -e "$MNT/only-in-b/x" ] || fail "the mount of b shows a's tree"
+	cmp "$MNT/$f" "$b/$f" || fail "the mount of b served a's cached bytes"
+	expect_eq "entries restored from a's cache" "$(stat_value hits)" 0
+	stop_daemon
+
+	# A snapshot named with snapshot= that was built from a is refused.
+	if "$DLCACHE" mount "$b" "$MNT" -o "cache_dir=$CACHE,snapshot=$WORK/snap-a.db" 2>"$WORK/err"; then
+		fusermount3 -u "$MNT"
+		fail "a snapshot of another source was accepted"
+	fi
+	grep -q "was built from $SRC, not from $b" "$WORK/err" ||
+		fail "expected one sentence naming both sources, got: $(cat "$WORK/err")"
+	mountpoint -q "$MNT" && fail "refused mount left a mount behind"
+	rm -rf "$b"
+}
+
 test_a_file_changed_behind_the_snapshot_fails_with_eio() {
 	start_daemon
 	local f=train/n00000002/n00000002_1.JPEG

@@ -364,6 +364,56 @@ test_a_missing_chunk_fails_only_its_files() {
 	ALLOWED_LOG='^$'
 }
 
+test_more_chunks_than_descriptors() {
+	# 456 chunks (one 8 KB file each) under 96 descriptors: the chunk
+	# handles are closed least recently used first, no read fails, no good
+	# entry is dropped, and running short of descriptors is never taken for
+	# a failed cache disk.
+	local many=$WORK/many packed=$WORK/many-packed
+	mkdir -p "$many/train/c"
+	python3 -c '
+import os, random, sys
+r = random.Random(7)
+for i in range(456):
+    open(os.path.join(sys.argv[1], "train/c/f%03d" % i), "wb").write(r.randbytes(8192))
+' "$many"
+	"$DLCACHE" pack "$many" "$packed" --chunk-size 4K >/dev/null || fail "pack of 456 files"
+	[ "$(find "$packed" -name 'chunk-*.tar' | wc -l)" -ge 456 ] || fail "fewer than 456 chunks"
+	( ulimit -n 96; exec "$DLCACHE" mount "$packed" "$MNT" -f \
+		-o "cache_dir=$CACHE,log_level=warning,cache_size=2M" 2>>"$LOG" ) &
+	DAEMON_PID=$!
+	wait_mounted
+	local pass bad
+	for pass in 1 2; do
+		bad=$(python3 - "$many" "$MNT" <<'PY'
+import os, random, sys
+src, mnt = sys.argv[1], sys.argv[2]
+paths = ["train/c/" + n for n in os.listdir(os.path.join(src, "train/c"))]
+random.shuffle(paths)
+bad = 0
+for p in paths:
+    try:
+        with open(os.path.join(mnt, p), "rb") as a, open(os.path.join(src, p), "rb") as b:
+            bad += a.read() != b.read()
+    except OSError:
+        bad += 1
+print(bad)
+PY
+)
+		expect_eq "failed or wrong reads in pass $pass" "$bad" 0
+		drop_caches
+	done
+	expect_eq "remote errors" "$(stat_value remote_errors)" 0
+	expect_eq "entries dropped as corrupt" "$(stat_value corrupt)" 0
+	expect_eq "admission still on" "$(stat_value cache.admission)" true
+	[ "$(stat_value remote_ops.close)" -gt 0 ] || fail "no chunk handle was ever closed"
+	local fds
+	fds=$(ls "/proc/$DAEMON_PID/fd" | wc -l)
+	[ "$fds" -le 96 ] || fail "the daemon holds $fds descriptors"
+	stop_daemon
+	rm -rf "$many" "$packed"
+}
+
 test_pack_of_an_empty_tree_mounts_empty() {
 	mkdir "$WORK/empty"
 	"$DLCACHE" pack "$WORK/empty" "$WORK/empty-packed" >/dev/null || fail "pack of an empty tree"

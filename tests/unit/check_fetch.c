@@ -208,6 +208,164 @@ START_TEST(corrupt_cache_file_is_refetched_not_served)
 }
 END_TEST
 
+/* Item 2 and 9 of issue 15: passing errors and races, made deterministic by hooks. */
+struct race {
+	int fire;              /* the hook acts this many times more */
+	int injected;          /* the outcome a read hook reports */
+	bool evict_and_readmit;
+	bool evict_writer;
+};
+
+static void offer_file(int i)
+{
+	char buf[FILE_SIZE];
+
+	for (size_t k = 0; k < FILE_SIZE; k++)
+		buf[k] = (char)((k * 31 + (unsigned)i) & 0xff);
+	dlc_cache_offer(cache, ino_of(i), buf, FILE_SIZE);
+}
+
+static int race_read(void *arg, uint32_t ino, int rc)
+{
+	struct race *r = arg;
+
+	if (r->fire == 0)
+		return rc;
+	r->fire--;
+	if (r->evict_and_readmit) {
+		/* While this read checked 7: 8 evicts it, then 7 comes back
+		 * with the same bytes (same hash, a new entry). */
+		offer_file(8);
+		ck_assert(!dlc_cache_contains(cache, ino_of(7)));
+		offer_file(7);
+		ck_assert(dlc_cache_contains(cache, ino_of(7)));
+	}
+	return r->injected;
+}
+
+static void race_write(void *arg, uint32_t ino)
+{
+	struct race *r = arg;
+
+	if (r->fire == 0 || !r->evict_writer)
+		return;
+	r->fire--;
+	/* While 7's bytes were being written, 8 is admitted and evicts it. */
+	offer_file(8);
+}
+
+static unsigned cache_files(void)
+{
+	char cmd[256];
+	unsigned n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find %s/data -type f | wc -l", cache_dir);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(fscanf(p, "%u", &n), 1);
+	pclose(p);
+	return n;
+}
+
+START_TEST(a_passing_read_error_keeps_the_entry)
+{
+	static const int errors[] = { -EMFILE, -ENFILE, -ENOMEM, -EIO };
+	struct race r = { 0 };
+
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	dlc_cache_set_hooks(cache, race_read, NULL, &r);
+	get_and_check(7);                               /* miss: admitted */
+	for (size_t e = 0; e < sizeof(errors) / sizeof(errors[0]); e++) {
+		r.fire = 1;
+		r.injected = errors[e];
+		get_and_check(7);                       /* from the source */
+		ck_assert(dlc_cache_contains(cache, ino_of(7)));
+	}
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CACHE_READ_ERRORS), 4);
+	get_and_check(7);                               /* and a hit again */
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+	/* A copy proven bad still goes. */
+	r.fire = 1;
+	r.injected = -EBADMSG;
+	get_and_check(7);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 1);
+}
+END_TEST
+
+START_TEST(an_entry_evicted_and_readmitted_while_read_is_kept)
+{
+	struct race r = { .evict_and_readmit = true, .injected = -ENOENT };
+
+	/* One 10000-byte file fits (12288 bytes charged). */
+	open_all(DLC_POLICY_LRU, 12288, 0);
+	dlc_cache_set_hooks(cache, race_read, NULL, &r);
+	get_and_check(7);
+	r.fire = 1;
+	get_and_check(7);     /* its first check saw the old file vanish */
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+	ck_assert(dlc_cache_contains(cache, ino_of(7)));
+	ck_assert_uint_le(cache_files(), 1);
+	get_and_check(7);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+}
+END_TEST
+
+START_TEST(an_entry_evicted_while_written_is_never_served)
+{
+	struct race r = { .evict_writer = true, .fire = 1 };
+
+	open_all(DLC_POLICY_LRU, 12288, 0);
+	dlc_cache_set_hooks(cache, NULL, race_write, &r);
+	get_and_check(7);     /* 8 is admitted while 7 is written, evicting 7 */
+	ck_assert(!dlc_cache_contains(cache, ino_of(7)));
+	ck_assert(dlc_cache_contains(cache, ino_of(8)));
+	ck_assert_uint_eq(cache_files(), 1);
+	get_and_check(7);     /* a miss, read from the source: right bytes */
+	get_and_check(8);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+	ck_assert_uint_le(cache_files(), 1);
+}
+END_TEST
+
+START_TEST(a_smaller_cache_size_at_remount_keeps_the_highest_scored)
+{
+	char scores_file[160], *cause = NULL;
+	uint32_t inos[NFILES];
+	float values[NFILES];
+
+	snprintf(scores_file, sizeof(scores_file), "%s/scores.bin", root);
+	open_all(DLC_POLICY_IMPORTANCE, 10 * 12288, 0);
+	for (int i = 0; i < NFILES; i++)
+		get_and_check(i);               /* no scores yet: files 0..9 fill it */
+	ck_assert_uint_eq(cached_entries(), 10);
+	for (int i = 0; i < NFILES; i++) {
+		inos[i] = ino_of(i);
+		values[i] = (float)((i * 7) % NFILES);      /* a shuffled ranking */
+	}
+	/* Reopen the cache alone, with scores and a third of the room. */
+	dlc_fetch_free(fetch);
+	fetch = NULL;
+	dlc_cache_close(cache);
+	ck_assert_int_eq(dlc_cache_open(store, snapshot, DLC_POLICY_IMPORTANCE, 10 * 12288, scores_file,
+					&stats, &cache, &cause), 0);
+	dlc_cache_set_scores(cache, inos, values, NFILES);
+	ck_assert_int_eq(dlc_cache_save_scores(cache), 0);
+	dlc_cache_close(cache);
+	ck_assert_int_eq(dlc_cache_open(store, snapshot, DLC_POLICY_IMPORTANCE, 3 * 12288, scores_file,
+					&stats, &cache, &cause), 0);
+	fetch = dlc_fetch_create(backend, snapshot, cache, &stats, 1 << 30);
+	/* Of the cached files 0..9, scores (i*7)%20 rank 8 (16), 5 (15), 2 (14) highest. */
+	for (int i = 0; i < NFILES; i++)
+		ck_assert_msg(dlc_cache_contains(cache, ino_of(i)) == (i == 8 || i == 5 || i == 2),
+			      "file %d %s", i, dlc_cache_contains(cache, ino_of(i)) ? "kept" : "dropped");
+	ck_assert_uint_eq(cache_files(), 3);
+	get_and_check(8);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+}
+END_TEST
+
 START_TEST(capacity_is_never_exceeded)
 {
 	/* Each 10000-byte file is charged 12288 bytes: 5 fit in 64 KiB. */
@@ -390,11 +548,15 @@ static Suite *fetch_suite(void)
 	tcase_add_test(integrity, source_file_changed_in_size_gives_eio);
 	tcase_add_test(integrity, direct_reads_of_a_changed_source_file_give_eio);
 	tcase_add_test(integrity, a_cache_disk_that_fails_writes_turns_admission_off);
+	tcase_add_test(integrity, a_passing_read_error_keeps_the_entry);
+	tcase_add_test(integrity, an_entry_evicted_and_readmitted_while_read_is_kept);
+	tcase_add_test(integrity, an_entry_evicted_while_written_is_never_served);
 	suite_add_tcase(s, integrity);
 
 	tcase_add_checked_fixture(capacity, setup, teardown);
 	tcase_add_test(capacity, capacity_is_never_exceeded);
 	tcase_add_test(capacity, restore_drops_what_no_longer_fits);
+	tcase_add_test(capacity, a_smaller_cache_size_at_remount_keeps_the_highest_scored);
 	suite_add_tcase(s, capacity);
 
 	tcase_add_checked_fixture(flights, setup, teardown);

@@ -27,7 +27,7 @@
 
 static const char *const expected_names[DLC_STAT_COUNT] = {
 	"hits", "misses", "bytes_from_cache", "bytes_from_remote", "admissions",
-	"evictions", "bypasses", "corrupt", "remote_errors", "prefetches", "prefetch_hits",
+	"evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 	"chunk_reads", "chunk_admissions", "chunk_hits", "control_lines", "control_errors",
 };
 
@@ -278,7 +278,7 @@ START_TEST(test_every_key_once_per_object)
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
-			  "bypasses", "corrupt", "remote_errors", "prefetches", "prefetch_hits",
+			  "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "snapshot", "lifetime" } },
@@ -286,7 +286,7 @@ START_TEST(test_every_key_once_per_object)
 		{ "cache", { "bytes", "entries", "capacity", "admission" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
 		{ "lifetime", { "hits", "misses", "bytes_from_cache", "bytes_from_remote",
-				"admissions", "evictions", "bypasses", "corrupt", "remote_errors",
+				"admissions", "evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors",
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors" } },
 	};
@@ -450,7 +450,7 @@ START_TEST(test_totals_round_trip)
 	ck_assert_ptr_nonnull(text);
 	ck_assert_str_eq(strstr(text, "hits "), text);
 	ck_assert_ptr_nonnull(strstr(text, "\nmisses 1002\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\ncontrol_errors 15016\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ncontrol_errors 16017\n"));
 
 	dlc_stats_init(&restored);
 	ck_assert_int_eq(dlc_stats_totals_decode(&restored, text), 0);

@@ -558,6 +558,50 @@ START_TEST(test_meta)
 }
 END_TEST
 
+/* A cache_dir reused for another source: nothing of the first is kept. */
+START_TEST(test_claim_by_another_source_drops_every_entry)
+{
+	struct dlc_store *store = open_ok();
+	uint64_t dropped = 99, hash;
+	char path[64], *value = NULL;
+	struct loaded l;
+
+	ck_assert_int_eq(dlc_store_claim(store, "/data/a", &dropped), 0);
+	ck_assert_uint_eq(dropped, 0);
+	for (unsigned i = 0; i < 20; i++) {
+		snprintf(path, sizeof(path), "d/%u", i);
+		insert_ok(store, path, 100 + i, i, 1700000000000000000LL);
+	}
+	/* The same source again keeps everything, across a close. */
+	ck_assert_int_eq(dlc_store_close(store), 0);
+	store = open_ok();
+	ck_assert_int_eq(dlc_store_claim(store, "/data/a", &dropped), 0);
+	ck_assert_uint_eq(dropped, 0);
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 20);
+	loaded_free(&l);
+
+	/* Another source: every entry, file and row, goes. */
+	ck_assert_int_eq(dlc_store_claim(store, "/data/b", &dropped), 0);
+	ck_assert_uint_eq(dropped, 20);
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 0);
+	loaded_free(&l);
+	hash = 0;
+	ck_assert_int_eq(dlc_store_read(store, "d/3", (char[103]){ 0 }, 103, hash, NULL), -ENOENT);
+	ck_assert_int_eq(dlc_store_meta_get(store, "source", &value), 0);
+	ck_assert_str_eq(value, "/data/b");
+	free(value);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+
+	/* And it stays claimed by b after a reopen. */
+	store = open_ok();
+	ck_assert_int_eq(dlc_store_claim(store, "/data/b", &dropped), 0);
+	ck_assert_uint_eq(dropped, 0);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
 START_TEST(test_flusher_commits_within_a_second)
 {
 	struct dlc_store *store = open_ok();
@@ -1301,6 +1345,7 @@ static Suite *store_suite(void)
 	tc = tcase("persist");
 	tcase_add_test(tc, test_persists_across_close);
 	tcase_add_test(tc, test_meta);
+	tcase_add_test(tc, test_claim_by_another_source_drops_every_entry);
 	tcase_add_test(tc, test_flusher_commits_within_a_second);
 	suite_add_tcase(s, tc);
 

@@ -335,6 +335,13 @@ void dlc_cache_reset_scores(struct dlc_cache *cache)
 	pthread_mutex_unlock(&cache->lock);
 }
 
+void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch)
+{
+	pthread_mutex_lock(&cache->lock);
+	dlc_policy_begin_pass(cache->policy, (uint32_t)epoch);
+	pthread_mutex_unlock(&cache->lock);
+}
+
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
 {
 	bool ready;

@@ -81,6 +81,7 @@ static int apply_command(void *arg, const struct dlc_control_command *command, c
 	case DLC_CONTROL_EPOCH:
 		flush_scores(batch);
 		atomic_store(batch->epoch, command->epoch);
+		dlc_cache_begin_pass(c->cache, command->epoch);
 		dlc_cache_save_scores(c->cache);
 		return 0;
 	case DLC_CONTROL_RESET:

@@ -51,12 +51,29 @@ test_evictions_are_the_lowest_ranked_and_unknown_never_evicts() {
 	read_files 30 60
 	expect_eq "evictions after lower and unknown reads" "$(stat_value evictions)" 10
 	expect_eq "bypasses" "$(stat_value bypasses)" 2
-	# Raising f30 above the minimum lets it in on its next read.
+	# Raising f30 above the minimum lets it in on its next read, in a new
+	# pass (f50's second read starts it), in which f50 is the one cached
+	# entry already read: f30 evicts it.
 	expect_eq "rescore" "$(control $'9 train/c/f30\n')" ok
 	drop_caches
-	read_files 30
+	read_files 50 30
 	expect_eq "evictions after the rescore" "$(stat_value evictions)" 11
 	grep -qx "train/c/f30" "$MNT/.cached" || fail "f30 not cached after its rescore"
+	! grep -qx "train/c/f50" "$MNT/.cached" || fail "f50 still cached"
+	# An announced epoch: nothing cached is read in it yet, so even the
+	# highest-ranked miss bypasses rather than evict a sure hit...
+	expect_eq "epoch and rank" "$(control $'epoch 7\n10 train/c/f61\n')" ok
+	local bypasses
+	bypasses=$(stat_value bypasses)
+	read_files 61
+	expect_eq "evictions in a fresh epoch" "$(stat_value evictions)" 11
+	expect_eq "bypasses in a fresh epoch" "$(stat_value bypasses)" $((bypasses + 1))
+	# ...until a lower-ranked cached sample has been read in it (f10, 5).
+	drop_caches
+	read_files 10 61
+	expect_eq "evictions once f10 was read" "$(stat_value evictions)" 12
+	grep -qx "train/c/f61" "$MNT/.cached" || fail "f61 not cached after f10's read"
+	! grep -qx "train/c/f10" "$MNT/.cached" || fail "f10 still cached"
 }
 
 test_bad_lines_fail_with_einval_and_good_lines_around_them_apply() {

@@ -7,6 +7,16 @@
 # 100 files of exactly 16 KiB: each is charged 16 KiB, so 400K holds 25.
 mkdir -p "$SRC/train/c"
 for i in $(seq -w 0 99); do head -c 16384 /dev/urandom >"$SRC/train/c/f$i"; done
+# Symlinks: to a file, to a directory, a chain; out of the dataset, dangling, a loop.
+mkdir -p "$SRC/links"
+ln -s ../train/c/f01 "$SRC/links/l01"
+ln -s ../train/c "$SRC/links/cdir"
+ln -s l01 "$SRC/links/chain"
+ln -s /etc/passwd "$SRC/links/abs"
+ln -s ../../outside "$SRC/links/up"
+ln -s ../train/c/nope "$SRC/links/dangling"
+ln -s loop2 "$SRC/links/loop1"
+ln -s loop1 "$SRC/links/loop2"
 
 cached_list() { sort "$MNT/.cached" | tr '\n' ' ' | sed 's/ $//'; }
 names() { for i in "$@"; do printf 'train/c/f%s ' "$i"; done | sed 's/ $//'; }
@@ -47,6 +57,28 @@ os.close(fd)
 PY
 	wait_stat scored_samples 82
 	expect_eq "control errors" "$(stat_value control_errors)" 0
+}
+
+# A symlink inside the dataset to a file inside it is that file.
+test_symlinked_samples_score_their_targets() {
+	start_daemon "cache_size=400K"
+	ALLOWED_LOG='\.control: line'
+	expect_eq "link, link to a dir, chain" \
+		"$(control $'7 links/l01\n8 links/cdir/f02\n9 links/chain\n')" ok
+	expect_eq "scored through links" "$(stat_value scored_samples)" 2
+	expect_eq "prefetch and forget through links" \
+		"$(control $'forget links/chain\nprefetch links/cdir/f03\n')" ok
+	expect_eq "scored after forget" "$(stat_value scored_samples)" 1
+	local bad cause
+	for bad in abs:outside up:outside dangling:dangling loop1:loop; do
+		expect_eq "links/${bad%%:*}" "$(control "1 links/${bad%%:*}"$'\n')" EINVAL
+		cause=$(stat_value last_error)
+		case "$cause" in
+		*"${bad#*:}"*) ;;
+		*) fail "links/${bad%%:*}: cause '$cause' does not say ${bad#*:}" ;;
+		esac
+	done
+	expect_eq "scored after the bad links" "$(stat_value scored_samples)" 1
 }
 
 read_files() { for i in "$@"; do cat "$MNT/train/c/f$i" >/dev/null; done; }

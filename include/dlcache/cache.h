@@ -61,6 +61,9 @@ void dlc_cache_set_scores(struct dlc_cache *cache, const uint32_t *inos, const f
 /* Every score becomes unknown. */
 void dlc_cache_reset_scores(struct dlc_cache *cache);
 
+/* The job wrote `epoch N`: a new admission pass starts (dlc_policy_begin_pass). */
+void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch);
+
 /* True when ino's bytes are cached and ready to serve. */
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino);
 

@@ -17,7 +17,14 @@
  *           heap's minimum, evicting minima (each strictly below it) until it
  *           fits.  An unknown score (NaN) ranks below every known one, and an
  *           unknown-scored miss never evicts: with no scores at all this is
- *           freeze.
+ *           freeze.  Pass-aware: a victim must already have been read in the
+ *           current pass (a cached entry not yet read will be hit in this
+ *           pass; evicting it for a miss that will not be read again in this
+ *           pass loses a hit and gains nothing), otherwise the miss bypasses.
+ *           So under a per-epoch permutation every entry cached when a pass
+ *           starts is hit in it: importance never falls below freeze.  A pass
+ *           is what dlc_policy_begin_pass announces; without announcements it
+ *           ends when a sample already read in it is read again.
  *
  * The same code runs in the daemon and in the simulator.
  */
@@ -52,7 +59,7 @@ struct dlc_policy; /* opaque */
 
 /* A policy for inodes 1..max_ino holding at most capacity bytes; NULL on ENOMEM
  * (errno EINVAL for an unknown kind).  Memory: none 0, freeze 8, lru 16,
- * importance 16 bytes per inode (calloc'd, so pages of never-cached inodes
+ * importance 20 bytes per inode (calloc'd, so pages of never-cached inodes
  * cost nothing). */
 struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacity,
 				     uint32_t max_ino);
@@ -79,7 +86,18 @@ int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
  * lru: each restored ino becomes the most recent, so restore the oldest first. */
 int dlc_policy_restore(struct dlc_policy *policy, uint32_t ino, uint64_t bytes);
 
-/* A cache hit on ino (lru moves it to the front); a no-op when not cached. */
+/*
+ * The job announced epoch (an `epoch N` line): a new pass starts unless it is
+ * the epoch already announced, and from then on passes are only announced,
+ * never inferred.  importance only; other kinds ignore it.
+ */
+void dlc_policy_begin_pass(struct dlc_policy *policy, uint32_t epoch);
+
+/* The current pass number (from 1; importance only, else 0). */
+uint32_t dlc_policy_pass(const struct dlc_policy *policy);
+
+/* A cache hit on ino (lru moves it to the front, importance stamps it read in
+ * this pass); a no-op when not cached.  dlc_policy_admit stamps its ino too. */
 void dlc_policy_hit(struct dlc_policy *policy, uint32_t ino);
 
 /* Forgets ino (its bytes were dropped); a no-op when it is not cached. */

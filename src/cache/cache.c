@@ -14,7 +14,10 @@
  * while the lock is held, before the admitted entry's bytes are written, so
  * the files on disk never exceed the policy's capacity.  The store's own lock
  * nests inside cache->lock; dlc_store_read takes none, so a hit holds
- * cache->lock only to copy the hash.
+ * cache->lock only to copy the hash.  save_lock serializes saves of the
+ * scores (one FILE.tmp at a time) and nests outside cache->lock, which a
+ * save holds only to copy the table: the write and fsync run unlocked, so
+ * an `epoch N` line never stalls the opens of the mount.
  */
 #include <errno.h>
 #include <math.h>
@@ -31,6 +34,7 @@
 
 struct dlc_cache {
 	pthread_mutex_t lock;
+	pthread_mutex_t save_lock;      /* one save of the scores at a time; outside lock */
 	struct dlc_store *store;
 	const struct dlc_snapshot *snapshot;
 	struct dlc_stats *stats;
@@ -197,6 +201,7 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	if (!cache)
 		goto err_nomem;
 	pthread_mutex_init(&cache->lock, NULL);
+	pthread_mutex_init(&cache->save_lock, NULL);
 	cache->store = store;
 	cache->snapshot = snapshot;
 	cache->stats = stats;
@@ -261,6 +266,7 @@ void dlc_cache_close(struct dlc_cache *cache)
 	free(cache->stamps);
 	free(cache->generations);
 	free(cache->ready);
+	pthread_mutex_destroy(&cache->save_lock);
 	pthread_mutex_destroy(&cache->lock);
 	free(cache);
 }
@@ -445,11 +451,27 @@ int dlc_cache_save_scores(struct dlc_cache *cache)
 {
 	int rc;
 
+	struct dlc_scores copy;
+	size_t bytes;
+
 	if (!cache->scores_file)
 		return 0;
-	pthread_mutex_lock(&cache->lock);
-	rc = dlc_scores_save(&cache->scores, cache->scores_file, dlc_snapshot_id(cache->snapshot));
-	pthread_mutex_unlock(&cache->lock);
+	/* Copy under the lock (a memcpy), write and fsync outside it. */
+	pthread_mutex_lock(&cache->save_lock);
+	copy.max_ino = cache->scores.max_ino;
+	bytes = ((size_t)copy.max_ino + 1) * sizeof(*copy.values);
+	copy.values = malloc(bytes);
+	if (copy.values == NULL) {
+		rc = -ENOMEM;
+	} else {
+		pthread_mutex_lock(&cache->lock);
+		memcpy(copy.values, cache->scores.values, bytes);
+		copy.known = cache->scores.known;
+		pthread_mutex_unlock(&cache->lock);
+		rc = dlc_scores_save(&copy, cache->scores_file, dlc_snapshot_id(cache->snapshot));
+		free(copy.values);
+	}
+	pthread_mutex_unlock(&cache->save_lock);
 	if (rc < 0)
 		dlc_log(DLC_LOG_WARNING, "cannot save the scores to %s: %s", cache->scores_file, strerror(-rc));
 	return rc;
@@ -471,6 +493,13 @@ void dlc_cache_reset_scores(struct dlc_cache *cache)
 	pthread_mutex_lock(&cache->lock);
 	dlc_scores_reset(&cache->scores);
 	dlc_policy_rescore_all(cache->policy);
+	pthread_mutex_unlock(&cache->lock);
+}
+
+void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch)
+{
+	pthread_mutex_lock(&cache->lock);
+	dlc_policy_begin_pass(cache->policy, (uint32_t)epoch);
 	pthread_mutex_unlock(&cache->lock);
 }
 

@@ -33,13 +33,21 @@
  *                deterministic whatever the heap's layout.
  *   heap_pos[ino] importance only: where ino sits in heap[], valid while ino
  *                is cached, so a rescore or a removal finds it in O(1).
+ *   read_pass[ino] importance only: the pass ino was last read in (0 =
+ *                never).  Only entries read in the current pass are evictable
+ *                (under a per-epoch shuffle the others are sure hits in it),
+ *                so the heap ranks them below every unread entry; a read
+ *                re-keys one entry, a new pass rebuilds the heap.  A pass is
+ *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
+ *                one is, inferred: a second read of a sample in a pass
+ *                starts the next.
  *
  * The scores themselves belong to the caller (dlc_policy_set_scores); the
  * policy only reads them, and the caller tells it when one changed so the
  * heap can be re-keyed.
  *
  * Memory per inode: none 0 bytes, freeze 8 bytes, lru 16 bytes, importance
- * 16 bytes (charge 8, heap_pos 4, heap 4), plus the struct.  The arrays come
+ * 20 bytes (charge 8, heap_pos 4, heap 4, read_pass 4), plus the struct.  The arrays come
  * from calloc, so untouched pages cost nothing until an inode in them is
  * cached.
  *
@@ -47,7 +55,8 @@
  * decision (dlc_policy_admit) and the eviction order (order_insert,
  * order_remove, order_touch, order_victim).  For importance order_victim is
  * the heap root and order_touch a no-op; its admission evicts roots only
- * while they are strictly less important than the candidate.
+ * while they were read in the current pass and are strictly less important
+ * than the candidate.
  */
 #include <assert.h>
 #include <errno.h>
@@ -80,6 +89,10 @@ struct dlc_policy {
 	uint32_t *heap_pos;        /* importance only: index in heap[] per cached inode */
 	uint32_t heap_count;       /* importance only: inodes in heap[] */
 	const float *scores;       /* importance only: the caller's, NULL = all unknown */
+	uint32_t *read_pass;       /* importance only: the pass ino was last read in, 0 = never */
+	uint32_t pass;             /* importance only: the current pass, from 1 */
+	bool pass_announced;       /* importance only: passes come from dlc_policy_begin_pass */
+	uint32_t announced_epoch;  /* importance only: the last epoch announced */
 };
 
 static const char *const policy_names[] = {
@@ -181,9 +194,15 @@ struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacit
 		policy->heap_pos = calloc(slots, sizeof(*policy->heap_pos));
 		if (policy->heap_pos == NULL)
 			goto err_heap;
+		policy->read_pass = calloc(slots, sizeof(*policy->read_pass));
+		if (policy->read_pass == NULL)
+			goto err_heap_pos;
+		policy->pass = 1;
 	}
 	return policy;
 
+err_heap_pos:
+	free(policy->heap_pos);
 err_heap:
 	free(policy->heap);
 err_charge:
@@ -199,6 +218,7 @@ void dlc_policy_free(struct dlc_policy *policy)
 {
 	if (policy == NULL)
 		return;
+	free(policy->read_pass);
 	free(policy->heap_pos);
 	free(policy->heap);
 	free(policy->links);
@@ -259,12 +279,24 @@ static float score_of(const struct dlc_policy *policy, uint32_t ino)
 	return policy->scores != NULL ? policy->scores[ino] : NAN;
 }
 
-/* Whether a comes before b in the heap: unknown first, then score, then inode. */
+/* Whether ino was already read in the current pass: only those may be evicted. */
+static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
+{
+	return policy->read_pass[ino] == policy->pass;
+}
+
+/*
+ * Whether a comes before b in the heap: entries already read in this pass
+ * first (the only evictable ones), then unknown scores, then score, then inode.
+ */
 static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 {
 	float score_a = score_of(policy, a);
 	float score_b = score_of(policy, b);
+	bool read_a = read_this_pass(policy, a);
 
+	if (read_a != read_this_pass(policy, b))
+		return read_a;
 	if (isnan(score_a) || isnan(score_b)) {
 		if (isnan(score_a) != isnan(score_b))
 			return isnan(score_a);
@@ -483,7 +515,7 @@ static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t by
 
 		/* Every charge not yet freed is in the heap, and bytes <= capacity. */
 		assert(victim != 0);
-		if (!less_important(policy, victim, score))
+		if (!read_this_pass(policy, victim) || !less_important(policy, victim, score))
 			goto refuse;
 		rc = ino_list_reserve(victims, victims->count + 1);
 		if (rc < 0)
@@ -502,6 +534,52 @@ refuse:
 		heap_push(policy, victims->items[i]);
 	victims->count = 0;
 	return rc;
+}
+
+/* Starts a new pass: nothing cached has been read in it yet. */
+static void next_pass(struct dlc_policy *policy)
+{
+	if (++policy->pass == 0) {
+		/* 2^32 passes: restart the stamps rather than mistake old ones. */
+		memset(policy->read_pass, 0, ((size_t)policy->max_ino + 1) * sizeof(*policy->read_pass));
+		policy->pass = 1;
+	}
+	heap_build(policy);
+}
+
+/*
+ * importance: ino is being read.  Without announced passes, a read of a
+ * sample already read in this pass starts the next one (under a per-epoch
+ * permutation that is the first read of the next epoch).  Then ino is
+ * stamped with the pass and, when cached, re-keyed: it became evictable.
+ */
+static void note_read(struct dlc_policy *policy, uint32_t ino)
+{
+	if (policy->kind != DLC_POLICY_IMPORTANCE)
+		return;
+	if (read_this_pass(policy, ino) && !policy->pass_announced)
+		next_pass(policy);
+	if (read_this_pass(policy, ino))
+		return;
+	policy->read_pass[ino] = policy->pass;
+	if (is_cached(policy, ino))
+		heap_fix(policy, policy->heap_pos[ino]);
+}
+
+void dlc_policy_begin_pass(struct dlc_policy *policy, uint32_t epoch)
+{
+	if (policy->kind != DLC_POLICY_IMPORTANCE)
+		return;
+	if (policy->pass_announced && policy->announced_epoch == epoch)
+		return;
+	policy->pass_announced = true;
+	policy->announced_epoch = epoch;
+	next_pass(policy);
+}
+
+uint32_t dlc_policy_pass(const struct dlc_policy *policy)
+{
+	return policy->pass;
 }
 
 int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
@@ -526,6 +604,7 @@ int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 	case DLC_POLICY_NONE:
 		return 0;
 	case DLC_POLICY_IMPORTANCE:
+		note_read(policy, ino);
 		return importance_admit(policy, ino, bytes, victims);
 	}
 	return 0;
@@ -548,8 +627,10 @@ int dlc_policy_restore(struct dlc_policy *policy, uint32_t ino, uint64_t bytes)
 
 void dlc_policy_hit(struct dlc_policy *policy, uint32_t ino)
 {
-	if (ino_valid(policy, ino) && is_cached(policy, ino))
+	if (ino_valid(policy, ino) && is_cached(policy, ino)) {
 		order_touch(policy, ino);
+		note_read(policy, ino);
+	}
 }
 
 void dlc_policy_remove(struct dlc_policy *policy, uint32_t ino)
@@ -626,6 +707,8 @@ static bool heap_consistent(const struct dlc_policy *policy)
 		    policy->heap_pos[ino] != index)
 			return false;
 		if (index > 0 && ranks_below(policy, ino, policy->heap[(index - 1) / 2]))
+			return false;
+		if (policy->read_pass[ino] > policy->pass)
 			return false;
 	}
 	return true;

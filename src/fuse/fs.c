@@ -573,7 +573,13 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 
-	/* A tail not ended by a flush (there is always one on close) is applied here. */
+	/*
+	 * The last unterminated line is applied at the final release of the
+	 * open file, not at a flush: every close of a duplicate (dup, a shell
+	 * redirection, a forked DataLoader worker) flushes, and applying the
+	 * tail there would cut a line another holder is still writing.
+	 * Its errors go to .stats and the log: release has no caller to tell.
+	 */
 	if (h->kind == HANDLE_CONTROL)
 		control_finish(fs_of(req), h);
 	untrack_handle(fs_of(req), h);
@@ -598,12 +604,16 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_write(req, size);
 }
 
-/* close(2) of .control ends its last line: its errors are close's. */
+/*
+ * close(2) of any descriptor: nothing to do, for .control too (its last
+ * unterminated line waits for the final release, see fs_release), so
+ * close(2) of .control reports 0; a line's errors are its write(2)'s.
+ */
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
-
-	fuse_reply_err(req, h->kind == HANDLE_CONTROL ? -control_finish(fs_of(req), h) : 0);
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -518,6 +518,9 @@ static struct dlc_policy *make_importance(struct score_table *table, uint64_t ca
 	for (size_t i = 0; i < ARRAY_SIZE(table->values); i++)
 		table->values[i] = NAN;
 	dlc_policy_set_scores(policy, table->values);
+	/* One announced pass, so that scripts may offer an inode twice: these
+	 * check the score order among entries already read in the pass. */
+	dlc_policy_begin_pass(policy, 0);
 	return policy;
 }
 
@@ -769,6 +772,8 @@ START_TEST(test_importance_large_file_evicts_nothing)
 	struct dlc_ino_list victims = { 0 };
 	static const uint32_t lower_two[] = { 1, 2 };
 
+	/* One announced pass: the retried admission of 4 does not start another. */
+	dlc_policy_begin_pass(policy, 0);
 	table.values[1] = 1;
 	table.values[2] = 5;
 	table.values[3] = 9;
@@ -824,6 +829,10 @@ START_TEST(test_importance_restore_and_remove)
 	dlc_policy_remove(policy, 4);
 	ck_assert_int_eq(dlc_policy_verify(policy), 0);
 	ck_assert_int_eq(dlc_policy_restore(policy, 4, 1), 0);
+	/* Restored entries are evictable once read in the pass. */
+	dlc_policy_begin_pass(policy, 0);
+	for (uint32_t ino = 1; ino <= 4; ino++)
+		dlc_policy_hit(policy, ino);
 	table.values[12] = 100;
 	ck_assert_int_eq(dlc_policy_admit(policy, 12, 1, &victims), 1);
 	assert_victims(&victims, fourth, 1);
@@ -871,6 +880,131 @@ START_TEST(test_scores_are_ignored_by_other_kinds)
 }
 END_TEST
 
+/*
+ * A plain shuffle with scores that churn (every read rewrites the sample's
+ * score, and a few others move too): whatever the scores do, every entry
+ * cached when a pass starts is not evicted before its read, so importance
+ * hits at least the cache's size in every epoch after the first, as freeze
+ * does.  _i = 0: passes inferred from re-reads; 1: announced (`epoch N`).
+ */
+START_TEST(test_importance_never_below_freeze_under_shuffle)
+{
+	enum { SAMPLES = 2000, CAPACITY = 400, EPOCHS = 8 };
+	struct dlc_policy *policy = make_policy(DLC_POLICY_IMPORTANCE, CAPACITY, SAMPLES);
+	struct dlc_ino_list victims = { 0 };
+	static float scores[SAMPLES + 1];
+	static uint32_t order[SAMPLES];
+	uint64_t rng = 0xabcdef;
+	unsigned evictions = 0;
+
+	for (uint32_t ino = 0; ino <= SAMPLES; ino++)
+		scores[ino] = (float)random_below(&rng, 1000);
+	dlc_policy_set_scores(policy, scores);
+	for (uint32_t i = 0; i < SAMPLES; i++)
+		order[i] = i + 1;
+	for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+		unsigned hits = 0;
+
+		if (_i == 1)
+			dlc_policy_begin_pass(policy, epoch);
+		for (uint32_t i = SAMPLES - 1; i > 0; i--) {
+			uint32_t j = random_below(&rng, i + 1), t = order[i];
+
+			order[i] = order[j];
+			order[j] = t;
+		}
+		for (uint32_t i = 0; i < SAMPLES; i++) {
+			uint32_t ino = order[i];
+			uint32_t other = 1 + random_below(&rng, SAMPLES);
+
+			if (dlc_policy_contains(policy, ino)) {
+				dlc_policy_hit(policy, ino);
+				hits++;
+			} else {
+				ck_assert_int_ge(dlc_policy_admit(policy, ino, 1, &victims), 0);
+				evictions += (unsigned)victims.count;
+			}
+			/* The loss of the sample just trained on, and one other moving. */
+			scores[ino] = (float)random_below(&rng, 1000);
+			dlc_policy_rescore(policy, ino);
+			scores[other] = (float)random_below(&rng, 1000);
+			dlc_policy_rescore(policy, other);
+		}
+		if (epoch > 0)
+			ck_assert_msg(hits >= CAPACITY, "epoch %u: %u hits < %u", epoch, hits,
+				      CAPACITY);
+		ck_assert_uint_eq(dlc_policy_pass(policy), epoch + (_i == 1 ? 2 : 1));
+	}
+	/* The scores did move the cache: not freeze in disguise. */
+	ck_assert_uint_gt(evictions, 1000);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+/* A cached entry not yet read in the pass is never a victim; once read, it is. */
+START_TEST(test_importance_victim_must_be_read_in_the_pass)
+{
+	float scores[8] = { NAN, 1, 2, 9, 9, 9, 9, 9 };
+	struct dlc_policy *policy = make_policy(DLC_POLICY_IMPORTANCE, 2, 7);
+	struct dlc_ino_list victims = { 0 };
+
+	dlc_policy_set_scores(policy, scores);
+	dlc_policy_begin_pass(policy, 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 1, 1, &victims), 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 2, 1, &victims), 1);
+	/* Same epoch again: no new pass; 1 and 2 were read, 3 (9) evicts 1. */
+	dlc_policy_begin_pass(policy, 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 3, 1, &victims), 1);
+	ck_assert_uint_eq(victims.items[0], 1);
+	/* Epoch 2: 2 and 3 not yet read, so 4 (9) bypasses though 2 ranks below. */
+	dlc_policy_begin_pass(policy, 2);
+	ck_assert_int_eq(dlc_policy_admit(policy, 4, 1, &victims), 0);
+	ck_assert_uint_eq(victims.count, 0);
+	/* 2 is read (a hit): now it may go, the less important first. */
+	dlc_policy_hit(policy, 2);
+	ck_assert_int_eq(dlc_policy_admit(policy, 5, 1, &victims), 1);
+	ck_assert_uint_eq(victims.count, 1);
+	ck_assert_uint_eq(victims.items[0], 2);
+	/* 5 (read, 9) vs 6 (9): equal, refused; 3 unread stays whatever it scores. */
+	scores[3] = 0;
+	dlc_policy_rescore(policy, 3);
+	ck_assert_int_eq(dlc_policy_admit(policy, 6, 1, &victims), 0);
+	ck_assert(dlc_policy_contains(policy, 3));
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+/* Without announcements, a second read in a pass starts the next one. */
+START_TEST(test_importance_pass_inferred_from_rereads)
+{
+	float scores[5] = { NAN, 1, 2, 3, 4 };
+	struct dlc_policy *policy = make_policy(DLC_POLICY_IMPORTANCE, 2, 4);
+	struct dlc_ino_list victims = { 0 };
+
+	dlc_policy_set_scores(policy, scores);
+	ck_assert_uint_eq(dlc_policy_pass(policy), 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 1, 1, &victims), 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 2, 1, &victims), 1);
+	ck_assert_uint_eq(dlc_policy_pass(policy), 1);
+	ck_assert_int_eq(dlc_policy_admit(policy, 3, 1, &victims), 1);    /* evicts 1 */
+	dlc_policy_hit(policy, 2);                                         /* re-read */
+	ck_assert_uint_eq(dlc_policy_pass(policy), 2);
+	/* In pass 2 only 2 was read: 4 evicts 2; 3 is not yet read in it. */
+	ck_assert_int_eq(dlc_policy_admit(policy, 4, 1, &victims), 1);
+	ck_assert_uint_eq(victims.items[0], 2);
+	/* 1 (1) is less important than every cached entry: refused, no pass change. */
+	ck_assert_int_eq(dlc_policy_admit(policy, 1, 1, &victims), 0);
+	ck_assert_uint_eq(dlc_policy_pass(policy), 2);
+	ck_assert_int_eq(dlc_policy_verify(policy), 0);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
 /* --- the reference model ----------------------------------------------- */
 
 #define MODEL_MAX_INO 64
@@ -889,6 +1023,10 @@ struct model {
 	uint32_t order[MODEL_MAX_INO + 2];
 	size_t count;
 	const float *scores;    /* importance: shared with the policy */
+	uint32_t read_pass[MODEL_MAX_INO + 2];  /* importance: pass of the last read */
+	uint32_t pass;          /* importance: inferred, a re-read starts the next */
+	unsigned new_passes;    /* importance: passes started by a re-read */
+	bool announced;         /* importance: passes announced, never inferred */
 	unsigned partial_refusals;      /* importance: lower minima, but too few */
 };
 
@@ -914,9 +1052,24 @@ static void model_record(struct model *m, uint32_t ino, uint64_t bytes)
 	m->used += bytes;
 }
 
+/* importance: a read of ino; a second read in one pass starts the next. */
+static void model_read(struct model *m, uint32_t ino)
+{
+	if (m->kind != DLC_POLICY_IMPORTANCE)
+		return;
+	if (m->read_pass[ino] == m->pass && !m->announced) {
+		m->pass++;
+		m->new_passes++;
+	}
+	m->read_pass[ino] = m->pass;
+}
+
 static void model_hit(struct model *m, uint32_t ino)
 {
 	uint64_t bytes = m->bytes[ino];
+
+	if (m->cached[ino])
+		model_read(m, ino);
 
 	if (!m->cached[ino] || m->kind != DLC_POLICY_LRU)
 		return;
@@ -924,10 +1077,15 @@ static void model_hit(struct model *m, uint32_t ino)
 	model_record(m, ino, bytes);
 }
 
-/* Importance rank, spelled out: unknown lowest, then score, then inode. */
+/* Importance rank, spelled out: read in this pass lowest, then unknown,
+ * then score, then inode. */
 static bool model_ranks_below(const struct model *m, uint32_t a, uint32_t b)
 {
 	float score_a = m->scores[a], score_b = m->scores[b];
+	bool read_a = m->read_pass[a] == m->pass, read_b = m->read_pass[b] == m->pass;
+
+	if (read_a != read_b)
+		return read_a;
 
 	if (isnan(score_a) && isnan(score_b))
 		return a < b;
@@ -961,6 +1119,7 @@ static int model_admit_importance(struct model *m, uint32_t ino, uint64_t bytes,
 	float score = m->scores[ino];
 	uint64_t freed = 0;
 
+	model_read(m, ino);
 	if (bytes > m->capacity)
 		return 0;
 	if (m->used + bytes <= m->capacity) {
@@ -972,7 +1131,8 @@ static int model_admit_importance(struct model *m, uint32_t ino, uint64_t bytes,
 	while (m->used - freed + bytes > m->capacity) {
 		uint32_t victim = model_least_important(m, taken);
 
-		if (victim == 0 || !(isnan(m->scores[victim]) || m->scores[victim] < score)) {
+		if (victim == 0 || m->read_pass[victim] != m->pass ||
+		    !(isnan(m->scores[victim]) || m->scores[victim] < score)) {
 			m->partial_refusals += *out_count > 0;
 			*out_count = 0;
 			return 0;
@@ -1094,6 +1254,7 @@ START_TEST(test_random_operations_match_model)
 	m->kind = kinds[_i];
 	m->capacity = MODEL_CAPACITY;
 	m->scores = scores;
+	m->pass = 1;
 	for (uint32_t ino = 0; ino <= MODEL_MAX_INO + 1; ino++)
 		scores[ino] = random_score(&rng);
 	dlc_policy_set_scores(policy, scores);
@@ -1154,12 +1315,23 @@ START_TEST(test_random_operations_match_model)
 		/* The random walk did reach the cases that matter. */
 		ck_assert_uint_gt(m->partial_refusals, 100);
 		ck_assert_uint_gt(rescored, 1000);
+		ck_assert_uint_gt(m->new_passes, 100);
 	}
 
 	/* Drain: an entry as large as the cache shows the whole remaining order. */
 	if (kinds[_i] == DLC_POLICY_LRU || kinds[_i] == DLC_POLICY_IMPORTANCE) {
 		int want;
 
+		if (kinds[_i] == DLC_POLICY_IMPORTANCE) {
+			/* An announced pass in which every entry was read: all evictable. */
+			dlc_policy_begin_pass(policy, 7);
+			m->announced = true;
+			m->pass++;
+			for (uint32_t ino = 1; ino <= MODEL_MAX_INO; ino++) {
+				dlc_policy_hit(policy, ino);
+				model_hit(m, ino);
+			}
+		}
 		scores[MODEL_MAX_INO + 1] = 1000.0f;
 		dlc_policy_rescore(policy, MODEL_MAX_INO + 1);
 		want = model_admit(m, MODEL_MAX_INO + 1, MODEL_CAPACITY, expected, &expected_count);
@@ -1271,6 +1443,9 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_importance_rescore_all);
 	tcase_add_test(tc, test_importance_large_file_evicts_nothing);
 	tcase_add_test(tc, test_importance_restore_and_remove);
+	tcase_add_loop_test(tc, test_importance_never_below_freeze_under_shuffle, 0, 2);
+	tcase_add_test(tc, test_importance_victim_must_be_read_in_the_pass);
+	tcase_add_test(tc, test_importance_pass_inferred_from_rereads);
 	tcase_add_loop_test(tc, test_scores_are_ignored_by_other_kinds, 0, 3);
 	suite_add_tcase(s, tc);
 

@@ -11,6 +11,7 @@
  * cache->lock only to copy the hash.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,17 @@ void dlc_cache_reset_scores(struct dlc_cache *cache)
 	dlc_scores_reset(&cache->scores);
 	dlc_policy_rescore_all(cache->policy);
 	pthread_mutex_unlock(&cache->lock);
+}
+
+float dlc_cache_score(struct dlc_cache *cache, uint32_t ino)
+{
+	float score = NAN;
+
+	pthread_mutex_lock(&cache->lock);
+	if (ino >= 1 && ino <= cache->scores.max_ino)
+		score = cache->scores.values[ino];
+	pthread_mutex_unlock(&cache->lock);
+	return score;
 }
 
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)

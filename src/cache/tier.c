@@ -526,10 +526,13 @@ int dlc_tier_read_file(const char *path, char **text, char **cause)
 			      path, strerror(-rc));
 		return rc;
 	}
-	rc = getdelim(&buf, &cap, '\0', f) < 0 && ferror(f) ? -EIO : 0;
+	rc = 0;
+	if (getdelim(&buf, &cap, '\0', f) < 0) {
+		rc = ferror(f) ? -EIO : 0;
+		free(buf);
+		buf = rc == 0 ? strdup("") : NULL;      /* an empty file */
+	}
 	fclose(f);
-	if (rc == 0 && !buf)
-		buf = strdup("");
 	if (rc < 0 || !buf) {
 		free(buf);
 		dlc_cause_set(cause, "cannot read the tier_servers file %s; give a readable file with one HOST:PORT per line",

@@ -10,10 +10,11 @@
  * served; a bad one is counted as corrupt and deleted.
  *
  * Admission.  Each server is filled with add and then frozen: memcached runs
- * with -M, so when its memory is used up it refuses instead of evicting; the
- * first refusal marks the server full and no more is offered to it until it
- * restarts empty (its pid or uptime says so).  With scores, a sample below
- * the server's score threshold (dlc_tier_set_threshold) is not offered.
+ * with -M, so when its memory is used up it refuses instead of evicting; a
+ * refusal once its fill is at 95% of its limit marks the server full and no
+ * more is offered to it until it restarts empty (its pid or uptime says so);
+ * an earlier refusal only counts (one of memcached's size classes is out of
+ * room).  With a threshold set, a sample scoring below it is not offered.
  *
  * A tier with no servers is "off": every get is a miss, no offer is made.
  */

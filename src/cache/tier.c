@@ -20,9 +20,10 @@
  *
  * Admission.  Offers use add (an existing value wins: two nodes that missed
  * the same sample store it once).  memcached runs with -M, so a full server
- * refuses instead of evicting; the first refusal freezes the server (no more
- * offers) until the health thread sees it restarted (another pid, or a
- * smaller uptime), empty.  The health thread also reads memcached's own
+ * refuses instead of evicting; a refusal once its fill has reached 95% of
+ * its limit freezes the server (no more offers; an earlier refusal only
+ * means that one size class is out of memory) until the health thread sees
+ * it restarted (another pid, or a smaller uptime), empty.  The health thread also reads memcached's own
  * counters every HEALTH_PERIOD_MS: bytes (fill), limit_maxbytes, evictions
  * and extstore_objects_lost, the last two of which must stay 0.
  *
@@ -58,6 +59,7 @@
 #define BACKOFF_MAX_MS 30000
 #define HEALTH_PERIOD_MS 250
 #define POOL_MAX 64
+#define FULL_PERCENT 95
 #define HOST_MAX 256
 
 struct tier_server {
@@ -247,6 +249,19 @@ out:
 	return result;
 }
 
+/*
+ * memcached refuses an item when its size class can get no more memory,
+ * while other classes may still have room: a refusal freezes the server
+ * only once its fill reaches FULL_PERCENT of its limit (or when the health
+ * thread has not read them yet).
+ */
+static bool is_nearly_full(struct tier_server *server)
+{
+	uint64_t limit = atomic_load(&server->limit);
+
+	return limit == 0 || atomic_load(&server->fill) * 100 >= limit * FULL_PERCENT;
+}
+
 void dlc_tier_offer(struct dlc_tier *tier, uint32_t ino, const void *data, uint64_t size,
 		    float score)
 {
@@ -281,7 +296,8 @@ void dlc_tier_offer(struct dlc_tier *tier, uint32_t ino, const void *data, uint6
 	} else if (rc == MEMCACHED_SERVER_MEMORY_ALLOCATION_FAILURE || rc == MEMCACHED_SERVER_ERROR ||
 		   rc == MEMCACHED_E2BIG) {
 		atomic_fetch_add(&server->refusals, 1);
-		if (rc != MEMCACHED_E2BIG && !atomic_exchange(&server->full, true))
+		if (rc != MEMCACHED_E2BIG && is_nearly_full(server) &&
+		    !atomic_exchange(&server->full, true))
 			dlc_log(DLC_LOG_INFO, "tier server %s is full; frozen until it restarts", server->name);
 	} else if (is_transport_error(rc)) {
 		if (is_timeout(rc))

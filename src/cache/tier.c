@@ -31,7 +31,9 @@
  * gets and offers hold it for reading for their whole call, so a new server
  * list (write lock) never frees a server in use.  A server's pool_lock
  * guards its pool of idle handles; a handle is used by one thread at a
- * time.  Lock order: tier->lock, then a server's pool_lock.  Counters,
+ * time; the idle handles are dropped when a breaker opens or closes, so a
+ * connection to a process that died is not used again.  Lock order:
+ * tier->lock, then a server's pool_lock.  Counters,
  * up, full and retry_at are atomics read without locks.  The health thread
  * alone probes and alone uses each server's probe handle.  Nothing is on
  * disk: a crash leaves the servers' values, which are checked when read.
@@ -149,9 +151,28 @@ static void pool_give(struct tier_server *server, memcached_st *mc, bool healthy
 		memcached_free(mc);
 }
 
+/*
+ * Drops the idle handles: their connections may be to a process that died
+ * (a restart) and would each fail once more on their next use.
+ */
+static void pool_drain(struct tier_server *server)
+{
+	memcached_st *idle[POOL_MAX];
+	unsigned n;
+
+	pthread_mutex_lock(&server->pool_lock);
+	n = server->npool;
+	memcpy(idle, server->pool, n * sizeof(idle[0]));
+	server->npool = 0;
+	pthread_mutex_unlock(&server->pool_lock);
+	for (unsigned i = 0; i < n; i++)
+		memcached_free(idle[i]);
+}
+
 /* Opens server's breaker: calls skip it until a probe succeeds. */
 static void trip(struct tier_server *server, memcached_return_t rc)
 {
+	pool_drain(server);
 	if (atomic_exchange(&server->up, false))
 		dlc_log(DLC_LOG_WARNING, "tier server %s stopped answering (%s); reads skip it until it answers again",
 			server->name, memcached_strerror(NULL, rc));
@@ -372,6 +393,8 @@ static void probe(struct dlc_tier *tier, struct tier_server *server)
 	atomic_store(&server->pid, numbers[4]);
 	atomic_store(&server->uptime, numbers[5]);
 	server->backoff_ms = BACKOFF_MIN_MS;
+	if (!was_up)
+		pool_drain(server);     /* handles returned while it was down */
 	if (!was_up && !atomic_exchange(&server->up, true))
 		dlc_log(DLC_LOG_INFO, "tier server %s answers again", server->name);
 }

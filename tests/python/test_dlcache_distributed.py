@@ -5,6 +5,7 @@ The ranks are threads of this process exchanging through a barrier-based
 all_gather (the contract of torch.distributed.all_gather_object); where
 PyTorch is installed, the same exchange also runs over a real gloo group of
 world size 2 on loopback."""
+import importlib.util
 import os
 import socket
 import sys
@@ -145,7 +146,7 @@ class DistributedSlicerTest(unittest.TestCase):
         self.assertEqual(order, list(b0)[:len(order)])
 
 
-@unittest.skipUnless(__import__("importlib").util.find_spec("torch"), "PyTorch is not installed")
+@unittest.skipUnless(importlib.util.find_spec("torch"), "PyTorch is not installed")
 class GlooTest(unittest.TestCase):
     def test_all_gather_over_gloo_world_of_two(self):
         import torch.multiprocessing as mp

@@ -81,6 +81,21 @@ void dlc_tier_offer(struct dlc_tier *tier, uint32_t ino, const void *data, uint6
  * to any server. */
 void dlc_tier_set_threshold(struct dlc_tier *tier, float threshold);
 
+struct dlc_cache;
+struct dlc_snapshot;
+
+/*
+ * Sets the threshold from the ranks: when the regular files small enough for
+ * the tier do not fit in the servers' budget (80% of their limits, what
+ * memcached's slabs hold in values), only the highest-scored ones that fit
+ * are offered from now on (dlc_tier_place_threshold); otherwise every one.
+ * Reads every score (dlc_cache_score): O(files log files), call per epoch.
+ * 0; -EAGAIN before the health thread has read every server's limit;
+ * -ENOMEM.  Values already stored that fall below it stay (not removed).
+ */
+int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
+		  const struct dlc_snapshot *snapshot);
+
 /* Fills out (at most max entries) with each server's state and counters;
  * returns the number of servers. */
 unsigned dlc_tier_gauges(struct dlc_tier *tier, struct dlc_stats_tier_server *out, unsigned max);

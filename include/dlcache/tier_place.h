@@ -54,6 +54,17 @@ enum dlc_tier_check {
 enum dlc_tier_check dlc_tier_value_check(const void *value, size_t len, uint64_t expected_size);
 
 /*
+ * The admission threshold when the tier's budget (bytes) is smaller than the
+ * samples': the score s such that the samples scoring at least s, taken
+ * from the highest score down, fit in budget (their sizes summed).  scores[i]
+ * and sizes[i] describe sample i; NaN scores (unknown) are left out.  NaN
+ * when every sample fits, none is scored, or memory runs out (then nothing
+ * is held back).  Allocates n pairs for the sort.
+ */
+float dlc_tier_place_threshold(const float *scores, const uint64_t *sizes, size_t n,
+			       uint64_t budget);
+
+/*
  * Parses "HOST:PORT" (a name, an IPv4 address, or [IPv6]:PORT) into host
  * (hostlen bytes) and *port; false when malformed (no port, port 0 or above
  * 65535, empty or too long host).

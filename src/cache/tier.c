@@ -50,10 +50,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include "dlcache/cache.h"
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/snapshot.h"
 #include "dlcache/tier.h"
 #include "dlcache/tier_place.h"
 
@@ -62,6 +65,9 @@
 #define HEALTH_PERIOD_MS 250
 #define POOL_MAX 64
 #define FULL_PERCENT 95
+/* Share of memcached's -m that holds values: its slabs round sizes up to
+ * classes (measured 80-83% with ~110 KB samples, BENCHMARKS.md). */
+#define SLAB_USE_PERCENT 80
 #define HOST_MAX 256
 
 struct tier_server {
@@ -333,6 +339,54 @@ out:
 void dlc_tier_set_threshold(struct dlc_tier *tier, float threshold)
 {
 	atomic_store(&tier->threshold, threshold);
+}
+
+int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
+		  const struct dlc_snapshot *snapshot)
+{
+	uint32_t count = (uint32_t)dlc_snapshot_count(snapshot);
+	uint64_t budget = 0;
+	float *scores, threshold;
+	uint64_t *sizes;
+	unsigned known = 0;
+
+	pthread_rwlock_rdlock(&tier->lock);
+	for (unsigned i = 0; i < tier->count; i++) {
+		uint64_t limit = atomic_load(&tier->servers[i].limit);
+
+		budget += limit / 100 * SLAB_USE_PERCENT;
+		known += limit > 0;
+	}
+	if (known < tier->count || tier->count == 0) {
+		pthread_rwlock_unlock(&tier->lock);
+		return -EAGAIN;
+	}
+	pthread_rwlock_unlock(&tier->lock);
+	scores = malloc(((size_t)count + 1) * sizeof(*scores));
+	sizes = malloc(((size_t)count + 1) * sizeof(*sizes));
+	if (!scores || !sizes) {
+		free(scores);
+		free(sizes);
+		return -ENOMEM;
+	}
+	for (uint32_t ino = 1; ino <= count; ino++) {
+		const struct dlc_node *node = dlc_snapshot_node(snapshot, ino);
+		bool file = node && S_ISREG(node->mode) && node->size <= DLC_TIER_VALUE_MAX;
+
+		scores[ino - 1] = file ? dlc_cache_score(cache, ino) : NAN;
+		sizes[ino - 1] = file ? node->size + DLC_TIER_HEADER_SIZE : 0;
+	}
+	threshold = dlc_tier_place_threshold(scores, sizes, count, budget);
+	free(scores);
+	free(sizes);
+	if (isnan(threshold))
+		dlc_log(DLC_LOG_DEBUG, "tier: every sample is offered (budget %llu bytes)",
+			(unsigned long long)budget);
+	else
+		dlc_log(DLC_LOG_INFO, "tier: samples scoring at least %g are offered (budget %llu bytes)",
+			(double)threshold, (unsigned long long)budget);
+	atomic_store(&tier->threshold, threshold);
+	return 0;
 }
 
 /* Collects the counters of one "stats" reply. */

@@ -7,9 +7,12 @@
  * depends only on the key and the list's length, and growing the list moves
  * a key only to one of the new buckets.  Values are framed with their size
  * and xxh3 so a reader detects every corrupted, truncated or foreign value
- * before a byte of it is served.
+ * before a byte of it is served.  The admission threshold keeps the
+ * highest-scored samples that fit the servers' budget, ties together.
  */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -93,6 +96,58 @@ enum dlc_tier_check dlc_tier_value_check(const void *value, size_t len, uint64_t
 	if (XXH3_64bits(v + DLC_TIER_HEADER_SIZE, (size_t)size) != get_le64(v + 16))
 		return DLC_TIER_VALUE_BAD_HASH;
 	return DLC_TIER_VALUE_GOOD;
+}
+
+struct scored {
+	float score;
+	uint64_t size;
+};
+
+static int by_score_descending(const void *a, const void *b)
+{
+	float x = ((const struct scored *)a)->score, y = ((const struct scored *)b)->score;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+float dlc_tier_place_threshold(const float *scores, const uint64_t *sizes, size_t n,
+			       uint64_t budget)
+{
+	struct scored *all = malloc((n ? n : 1) * sizeof(*all));
+	uint64_t total = 0;
+	float threshold = NAN;
+	size_t m = 0;
+
+	if (!all)
+		return NAN;
+	for (size_t i = 0; i < n; i++) {
+		if (isnan(scores[i]))
+			continue;
+		all[m++] = (struct scored) { scores[i], sizes[i] };
+		total += sizes[i];
+	}
+	if (m > 0 && total > budget) {
+		uint64_t used = 0;
+
+		qsort(all, m, sizeof(*all), by_score_descending);
+		/* The lowest score whose samples, and every higher one's, still fit;
+		 * ties stay together, so a tie that does not fit is left out whole. */
+		threshold = INFINITY;
+		for (size_t i = 0; i < m;) {
+			size_t j = i;
+			uint64_t group = 0;
+
+			while (j < m && all[j].score == all[i].score)
+				group += all[j++].size;
+			if (used + group > budget)
+				break;
+			used += group;
+			threshold = all[i].score;
+			i = j;
+		}
+	}
+	free(all);
+	return threshold;
 }
 
 bool dlc_tier_place_parse_server(const char *text, size_t len, char *host, size_t hostlen,

@@ -97,6 +97,27 @@ START_TEST(test_value_frames)
 }
 END_TEST
 
+START_TEST(test_threshold)
+{
+	const float scores[] = { 0.9f, 0.1f, NAN, 0.5f, 0.7f, 0.5f, 0.3f };
+	const uint64_t sizes[] = { 10, 10, 1000, 10, 10, 10, 10 };
+
+	/* Everything scored fits (the unscored 1000 bytes do not count). */
+	ck_assert(isnan(dlc_tier_place_threshold(scores, sizes, 7, 60)));
+	ck_assert(isnan(dlc_tier_place_threshold(scores, sizes, 7, 1000)));
+	/* 0.9 and 0.7 fit in 25; the tie at 0.5 (20 bytes) does not fit whole. */
+	ck_assert_float_eq(dlc_tier_place_threshold(scores, sizes, 7, 25), 0.7f);
+	ck_assert_float_eq(dlc_tier_place_threshold(scores, sizes, 7, 39), 0.7f);
+	ck_assert_float_eq(dlc_tier_place_threshold(scores, sizes, 7, 40), 0.5f);
+	ck_assert_float_eq(dlc_tier_place_threshold(scores, sizes, 7, 59), 0.3f);
+	/* Not even the best fits: nothing is offered. */
+	ck_assert(isinf(dlc_tier_place_threshold(scores, sizes, 7, 5)));
+	/* Nothing scored: no threshold. */
+	ck_assert(isnan(dlc_tier_place_threshold(scores + 2, sizes + 2, 1, 0)));
+	ck_assert(isnan(dlc_tier_place_threshold(scores, sizes, 0, 0)));
+}
+END_TEST
+
 struct server_case {
 	const char *text;
 	const char *host;       /* NULL: refused */
@@ -380,6 +401,7 @@ static Suite *tier_suite(void)
 	tcase_add_test(tc, test_keys);
 	tcase_add_test(tc, test_owner_balance_and_growth);
 	tcase_add_test(tc, test_value_frames);
+	tcase_add_test(tc, test_threshold);
 	tcase_add_loop_test(tc, test_parse_server, 0, COUNT(server_cases));
 	suite_add_tcase(s, tc);
 	tc = tcase_create("client");

@@ -338,3 +338,122 @@ class ChunkShuffleSampler(_EpochSampler):
             rng.shuffle(block)
             order.extend(block)
         return order
+
+
+# ---------------------------------------------------------------------------
+# Distributed jobs: every node ranks the same way (the cluster tier, issue 17)
+#
+#   import torch.distributed as dist
+#   ranks = dlcache.DistributedRankReporter(mount, paths,
+#                                           writer=int(os.environ["LOCAL_RANK"]) == 0)
+#   base = dlcache.CacheAwareSampler(paths, ranks, mount=None, seed=1)  # same on every rank
+#   sampler = dlcache.DistributedSlicer(base, dist.get_rank(), dist.get_world_size(), mount)
+#   for epoch in range(epochs):
+#       sampler.set_epoch(epoch)                 # every rank: the same order, its own slice
+#       for images, labels, indices in loader:
+#           ranks.report(indices, losses)        # collective every `every` calls
+#       ranks.rerank()                           # collective
+#
+# Each rank sees the losses of its own slice; report() and rerank() all-gather
+# them over the job's torch.distributed group (any all_gather_object-like
+# callable can be given instead), so every rank holds every loss and each
+# node's first local rank writes the same scores to its own mount's .control.
+# The order is drawn from scores alone (never from one node's .cached), with
+# one seed, so every rank draws the same global order and takes order[rank::world].
+
+def _torch_all_gather(obj):
+    import torch.distributed as dist
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+class DistributedRankReporter(RankReporter):
+    """A RankReporter whose losses are all-gathered over the job's ranks.
+
+    report() and rerank() are collective: every rank must call them the
+    same number of times (as a DistributedDataParallel loop does).  Losses
+    are buffered and exchanged once every `every` report() calls, then
+    applied on every rank in the same order; only a `writer` rank (one per
+    node: LOCAL_RANK 0) writes scores to its mount.  all_gather takes this
+    rank's object and returns the list of every rank's, in rank order
+    (default: torch.distributed.all_gather_object).
+    """
+
+    def __init__(self, mount, paths, every=4, all_gather=None, writer=True):
+        super().__init__(mount if writer else None, paths, every)
+        if not writer and mount is not None:
+            self.paths = [mount.relpath(p) for p in paths]
+        self.all_gather = all_gather or _torch_all_gather
+        self._outbox = []
+        self._dcalls = 0
+
+    def report(self, indices, losses):
+        if hasattr(indices, "tolist"):
+            indices = indices.tolist()
+        if hasattr(losses, "detach"):
+            losses = losses.detach().cpu().tolist()
+        self._outbox.extend((int(i), float(l)) for i, l in zip(indices, losses))
+        self._dcalls += 1
+        if self._dcalls % self.every == 0:
+            self._exchange()
+            self.flush()
+
+    def _exchange(self):
+        gathered = self.all_gather(self._outbox)
+        self._outbox = []
+        pairs = [p for part in gathered for p in part]
+        if pairs:
+            RankReporter.report(self, [i for i, _ in pairs], [l for _, l in pairs])
+
+    def rerank(self):
+        self._exchange()
+        super().rerank()
+
+
+class DistributedSlicer:
+    """One global order per epoch, each rank its slice (order[rank::world]).
+
+    base is a sampler built the same way on every rank, with the same seed
+    and without a mount (ShuffleSampler, or CacheAwareSampler over a
+    DistributedRankReporter), so every rank draws the same order; the order
+    is padded by repeating its start so that every rank gets the same number
+    of samples, as torch's DistributedSampler does.  set_epoch() writes
+    "epoch N" and this rank's slice as prefetch lines to mount (give the
+    mount on one rank per node, or on every rank when each node runs one).
+    """
+
+    def __init__(self, base, rank, world_size, mount=None, prefetch=True):
+        if not 0 <= rank < world_size:
+            raise ValueError("rank %r is outside a world of %r" % (rank, world_size))
+        self.base = base
+        self.rank = rank
+        self.world_size = world_size
+        self.mount = mount
+        self.prefetch = prefetch and mount is not None
+        self.order = []
+
+    def set_epoch(self, epoch):
+        self.base.set_epoch(epoch)
+        order = list(iter(self.base))
+        per = -(-len(order) // self.world_size)
+        padded = order + order[:per * self.world_size - len(order)]
+        self.order = padded[self.rank::self.world_size]
+        if self.mount:
+            self.mount.epoch(epoch)
+            if self.prefetch:
+                seen, ahead = set(), []
+                for i in self.order:
+                    if i not in seen:
+                        seen.add(i)
+                        ahead.append(self.base.paths[i])
+                self.mount.prefetch(ahead)
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def __len__(self):
+        return -(-len(self.base.paths) // self.world_size)
+
+
+__all__ += ["DistributedRankReporter", "DistributedSlicer"]

@@ -7,7 +7,7 @@
  *   dlcache snapshot SOURCE -o FILE [--threads N]
  *   dlcache snapshot --tar SOURCE [FILE] [--merge]       (snapshot_tar.c)
  *   dlcache pack SOURCE DEST [--chunk-size SIZE]         (pack.c)
- *   dlcache stat MOUNT [--json]
+ *   dlcache stat MOUNT [--json|--prometheus]
  *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
  *
  * A background mount forks first, before any thread or SQLite connection
@@ -40,6 +40,7 @@
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
+#include "dlcache/tier.h"
 
 #define STATS_TOTALS_KEY "stats_totals"
 #define SCORES_FILE "scores.bin"
@@ -204,7 +205,7 @@ static struct fuse_session *new_session(struct dlc_options *opts, struct dlc_fs_
 }
 
 static int serve(struct dlc_options *opts, struct fuse_session *session, struct dlc_fetch *fetch,
-		 int ready_fd)
+		 struct dlc_tier *tier, int ready_fd)
 {
 	struct fuse_loop_config *loop;
 	int rc;
@@ -223,6 +224,10 @@ static int serve(struct dlc_options *opts, struct fuse_session *session, struct 
 	rc = dlc_fetch_start(fetch, opts->prefetch_threads, opts->prefetch_window);
 	if (rc < 0)
 		dlc_log(DLC_LOG_WARNING, "no prefetch workers: %s", strerror(-rc));
+	rc = dlc_tier_start(tier);
+	if (rc < 0)
+		dlc_log(DLC_LOG_WARNING, "no tier health thread: %s; a tier server that stops answering stays skipped",
+			strerror(-rc));
 
 	loop = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_clone_fd(loop, 1);
@@ -271,6 +276,7 @@ static int cmd_mount(int argc, char **argv)
 	struct dlc_store *store = NULL;
 	struct dlc_cache *cache = NULL;
 	struct dlc_fetch *fetch = NULL;
+	struct dlc_tier *tier = NULL;
 	struct fuse_session *session = NULL;
 	struct dlc_fs_context context;
 	char *cause = NULL, *totals = NULL, *scores_file = NULL;
@@ -337,11 +343,19 @@ static int cmd_mount(int argc, char **argv)
 		rc = -ENOMEM;
 		goto out;
 	}
+	rc = dlc_tier_create(dlc_snapshot_id(snapshot), (unsigned)(opts.tier_timeout_ns / 1000000),
+			     &tier);
+	if (rc == 0 && opts.tier_list)
+		rc = dlc_tier_set_servers(tier, opts.tier_list, &cause);
+	if (rc < 0)
+		goto out;
+	dlc_fetch_set_tier(fetch, tier);
 	context = (struct dlc_fs_context) {
 		.snapshot = snapshot,
 		.backend = backend,
 		.cache = cache,
 		.fetch = fetch,
+		.tier = tier,
 		.stats = &stats,
 		.source = opts.source,
 		.policy = dlc_policy_name(opts.policy),
@@ -357,7 +371,7 @@ static int cmd_mount(int argc, char **argv)
 		cause = strdup("cannot start the FUSE session; see the message above.");
 		goto out;
 	}
-	rc = serve(&opts, session, fetch, ready_fd);
+	rc = serve(&opts, session, fetch, tier, ready_fd);
 	ready_fd = -1;
 out:
 	if (rc < 0)
@@ -365,6 +379,7 @@ out:
 	if (session)
 		fuse_session_destroy(session);
 	dlc_fetch_free(fetch);
+	dlc_tier_free(tier);
 	if (cache)
 		dlc_cache_save_scores(cache);
 	dlc_cache_close(cache);
@@ -590,14 +605,15 @@ static int cmd_pack(int argc, char **argv)
 static int cmd_stat(int argc, char **argv)
 {
 	bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
+	bool prometheus = argc == 3 && strcmp(argv[2], "--prometheus") == 0;
 	char path[4096];
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;
 	int rc;
 
-	if (argc != 2 && !json) {
-		fprintf(stderr, "dlcache: stat needs one mountpoint; usage: dlcache stat MOUNT [--json].\n");
+	if (argc != 2 && !json && !prometheus) {
+		fprintf(stderr, "dlcache: stat needs one mountpoint; usage: dlcache stat MOUNT [--json|--prometheus].\n");
 		return 1;
 	}
 	snprintf(path, sizeof(path), "%s/%s", argv[1], DLC_FS_STATS_NAME);
@@ -616,7 +632,8 @@ static int cmd_stat(int argc, char **argv)
 	}
 	if (json)
 		fputs(text, stdout);
-	else if (dlc_stats_print_human(text, stdout) < 0)
+	else if ((prometheus ? dlc_stats_print_prometheus(text, stdout) :
+			       dlc_stats_print_human(text, stdout)) < 0)
 		fprintf(stderr, "dlcache: %s is not a dlcache stats file; is dlcache mounted on %s?\n", path, argv[1]);
 	free(text);
 	return 0;
@@ -629,7 +646,7 @@ static void usage(FILE *out)
 		"       dlcache snapshot SOURCE -o FILE [--threads N]\n"
 		"       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		"       dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
-		"       dlcache stat MOUNT [--json]\n"
+		"       dlcache stat MOUNT [--json|--prometheus]\n"
 		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
 		"mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] is the same as dlcache mount;\n"

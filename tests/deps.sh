@@ -17,7 +17,7 @@ dlc_install_packages() {
 }
 
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev check)
+	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The fuzz suite (tests/fuzz/run.sh): clang 14 and its libFuzzer, ASan and
 # UBSan runtimes (libclang-rt-14-dev holds libclang_rt.fuzzer-x86_64.a).
@@ -28,5 +28,6 @@ DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)
 DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper rpm systemd)
 # For the tests and benchmarks only: nfs-ganesha (with its VFS backend) serves
 # the NFS mount tests, libnfs-utils (nfs-ls, nfs-cp) is the NFS benchmarks'
-# baseline, iproute2 (ss) counts the connections of a crawl.
-DLC_TEST_PACKAGES=(nfs-ganesha nfs-ganesha-vfs libnfs-utils iproute2)
+# baseline, iproute2 (ss) counts the connections of a crawl, memcached is
+# the cluster tier of the tier suites (three on loopback ports).
+DLC_TEST_PACKAGES=(nfs-ganesha nfs-ganesha-vfs libnfs-utils iproute2 memcached)

@@ -58,6 +58,9 @@ int dlc_cache_save_scores(struct dlc_cache *cache);
 void dlc_cache_set_scores(struct dlc_cache *cache, const uint32_t *inos, const float *values,
 			  size_t n);
 
+/* The score of ino; NaN when unknown. */
+float dlc_cache_score(struct dlc_cache *cache, uint32_t ino);
+
 /* Every score becomes unknown. */
 void dlc_cache_reset_scores(struct dlc_cache *cache);
 

@@ -17,6 +17,10 @@
  *   prefetch PATH     fetch PATH in the background, through admission
  *   forget PATH       PATH's score becomes unknown
  *   reset             every score becomes unknown
+ *   tier HOST:PORT .. the cluster tier's servers, in the same order on every
+ *                     node (each word HOST:PORT; an IPv6 host in brackets;
+ *                     at most DLC_CONTROL_TIER_MAX); replaces the list
+ *   tier off          detaches the cluster tier
  *
  * PATH is relative to the mount root; a leading '/' is accepted, and so is
  * the mount's own absolute path as a prefix ("/mnt/data/train/x.JPEG").  The
@@ -35,6 +39,7 @@
 #include <stdint.h>
 
 #define DLC_CONTROL_MAX_LINE 8192
+#define DLC_CONTROL_TIER_MAX 256
 
 enum dlc_control_kind {
 	DLC_CONTROL_SCORE,
@@ -42,6 +47,8 @@ enum dlc_control_kind {
 	DLC_CONTROL_PREFETCH,
 	DLC_CONTROL_FORGET,
 	DLC_CONTROL_RESET,
+	DLC_CONTROL_TIER,       /* servers: the HOST:PORT words, joined by one space */
+	DLC_CONTROL_TIER_OFF,
 };
 
 struct dlc_control_command {
@@ -50,6 +57,7 @@ struct dlc_control_command {
 	uint64_t epoch;         /* epoch */
 	const char *path;       /* SCORE, prefetch, forget: normalized, NUL-terminated;
 				 * valid during the callback only */
+	const char *servers;    /* tier: NUL-terminated, valid during the callback only */
 };
 
 /*

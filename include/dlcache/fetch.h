@@ -24,6 +24,7 @@
 #include "dlcache/cache.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
+#include "dlcache/tier.h"
 
 /* A file's whole contents, shared by reference. */
 struct dlc_blob {
@@ -51,6 +52,14 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 					  struct dlc_cache *cache, struct dlc_stats *stats,
 					  uint64_t max_file, bool chunk_fetch);
 void dlc_fetch_free(struct dlc_fetch *fetch);
+
+/*
+ * Puts the cluster tier (tier.h; NULL: none) between the cache and the
+ * source: a miss asks it before the source, and bytes read from the source
+ * are offered to it after the local cache.  Call before serving; tier must
+ * outlive the fetcher.  A tier hit is still a local miss in the stats.
+ */
+void dlc_fetch_set_tier(struct dlc_fetch *fetch, struct dlc_tier *tier);
 
 /*
  * Returns in *out (one reference, release with dlc_blob_put) the contents of

@@ -17,6 +17,7 @@
 #include "dlcache/fetch.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
+#include "dlcache/tier.h"
 
 /* What the file system serves from; all of it outlives the session. */
 struct dlc_fs_context {
@@ -24,6 +25,7 @@ struct dlc_fs_context {
 	struct dlc_backend *backend;
 	struct dlc_cache *cache;
 	struct dlc_fetch *fetch;
+	struct dlc_tier *tier;       /* the cluster tier (off when it has no servers) */
 	struct dlc_stats *stats;
 	const char *source;
 	const char *policy;

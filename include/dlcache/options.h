@@ -57,6 +57,9 @@ struct dlc_options {
 	bool show_help;             /* -h / --help: print usage, mount nothing */
 	bool show_version;          /* -V / --version */
 	enum dlc_log_level log_level;
+	char *tier_servers;         /* tier_servers= as written, or NULL */
+	char *tier_list;            /* its text, read and checked by dlc_options_validate */
+	uint64_t tier_timeout_ns;   /* 0: DLC_TIER_DEFAULT_TIMEOUT_MS */
 	struct dlc_backend_config backend;  /* source_delay, source_bw, source_fail_every,
 					     * nfs_timeout; connections from the thread counts */
 	char *kernel_opts;          /* for the FUSE mount after -o, fuse_opt-escaped, e.g.

@@ -61,6 +61,19 @@ struct dlc_stats {
 	char last_error[256];
 };
 
+/* One server of the cluster tier, as .stats shows it (tier.h fills it). */
+struct dlc_stats_tier_server {
+	char name[280];                /* HOST:PORT as configured */
+	bool up;                       /* answering; false while its breaker is open */
+	bool own;                      /* its address is one of this node's */
+	bool full;                     /* refused an add: frozen until it restarts */
+	uint64_t fill;                 /* memcached's "bytes" */
+	uint64_t limit;                /* memcached's "limit_maxbytes" */
+	uint64_t evictions;            /* memcached's "evictions": 0 under -M */
+	uint64_t extstore_lost;        /* memcached's "extstore_objects_lost" */
+	uint64_t hits, own_hits, misses, adds, refusals, timeouts, corrupt, bytes, skips;
+};
+
 /* Gauges and identity, gathered by the caller when .stats is read. */
 struct dlc_stats_gauges {
 	const char *source;
@@ -77,6 +90,8 @@ struct dlc_stats_gauges {
 	uint64_t backend_errors;
 	uint64_t epoch;                /* the last "epoch N" written to .control */
 	uint64_t scores_known;         /* samples with a known importance */
+	const struct dlc_stats_tier_server *tier;  /* the tier's servers, NULL: none */
+	unsigned tier_count;
 };
 
 void dlc_stats_init(struct dlc_stats *stats);
@@ -104,6 +119,13 @@ void dlc_stats_set_error(struct dlc_stats *stats, const char *text);
  * escaped: control bytes as \u00XX, invalid UTF-8 as \ufffd.  0 or -ENOMEM. */
 int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges *gauges,
 			  char **out, size_t *len);
+
+/* Writes a .stats document (made by dlc_stats_render_json) to out in
+ * Prometheus's text format: one dlcache_NAME gauge per number, nested
+ * sections joined by '_', a tier server's numbers labelled server="HOST:PORT";
+ * strings and booleans as in print_human's reading.  0, -EINVAL when json is
+ * not a .stats document, or -EIO. */
+int dlc_stats_print_prometheus(const char *json, FILE *out);
 
 /* Lifetime totals (base plus this mount) as "name value" lines, malloc'd; NULL on ENOMEM. */
 char *dlc_stats_totals_encode(struct dlc_stats *stats);

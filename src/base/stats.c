@@ -290,6 +290,34 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "index_memory", gauges->index_memory);
 	json_close(&w);
 
+	if (gauges->tier_count > 0) {
+		json_open(&w, "tier");
+		json_uint(&w, "servers", gauges->tier_count);
+		for (unsigned i = 0; i < gauges->tier_count; i++) {
+			const struct dlc_stats_tier_server *t = &gauges->tier[i];
+
+			json_open(&w, t->name);
+			json_bool(&w, "up", t->up);
+			json_bool(&w, "own", t->own);
+			json_bool(&w, "full", t->full);
+			json_uint(&w, "fill", t->fill);
+			json_uint(&w, "limit", t->limit);
+			json_uint(&w, "hits", t->hits);
+			json_uint(&w, "own_hits", t->own_hits);
+			json_uint(&w, "misses", t->misses);
+			json_uint(&w, "adds", t->adds);
+			json_uint(&w, "refusals", t->refusals);
+			json_uint(&w, "timeouts", t->timeouts);
+			json_uint(&w, "corrupt", t->corrupt);
+			json_uint(&w, "bytes", t->bytes);
+			json_uint(&w, "skips", t->skips);
+			json_uint(&w, "evictions", t->evictions);
+			json_uint(&w, "extstore_lost", t->extstore_lost);
+			json_close(&w);
+		}
+		json_close(&w);
+	}
+
 	json_open(&w, "lifetime");
 	for (int i = 0; i < DLC_STAT_COUNT; i++)
 		json_uint(&w, counter_names[i], stats->lifetime_base[i] + counters[i]);
@@ -645,6 +673,87 @@ int dlc_stats_print_human(const char *json, FILE *out)
 			break;
 		}
 		s = *end ? end + 1 : end;
+	}
+	return ferror(out) ? -EIO : 0;
+}
+
+/* A Prometheus metric name part: only [a-zA-Z0-9_]. */
+static bool is_metric_word(const char *s)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
+int dlc_stats_print_prometheus(const char *json, FILE *out)
+{
+	char sections[SECTION_DEPTH_MAX][KEY_MAX + 1];
+	bool labelled[SECTION_DEPTH_MAX];
+	int depth = 0;
+
+	/* The same document check as print_human. */
+	if (json == NULL || strstr(json, "\n  \"hits\": ") == NULL)
+		return -EINVAL;
+	for (const char *s = json; *s != '\0';) {
+		const char *end = strchrnul(s, '\n');
+		struct stats_line line;
+		const char *label = NULL;
+		char name[SECTION_DEPTH_MAX * (KEY_MAX + 1) + 16];
+		size_t used;
+
+		parse_stats_line(s, (size_t)(end - s), &line);
+		s = *end ? end + 1 : end;
+		if (line.kind == STATS_LINE_OPEN) {
+			if (depth < SECTION_DEPTH_MAX) {
+				snprintf(sections[depth], sizeof(sections[depth]), "%s", line.key);
+				labelled[depth] = !is_metric_word(line.key);
+			}
+			depth++;
+			continue;
+		}
+		if (line.kind == STATS_LINE_CLOSE) {
+			if (depth > 0)
+				depth--;
+			continue;
+		}
+		if (line.kind != STATS_LINE_MEMBER || depth > SECTION_DEPTH_MAX ||
+		    !is_metric_word(line.key))
+			continue;
+		used = (size_t)snprintf(name, sizeof(name), "dlcache");
+		for (int i = 0; i < depth; i++) {
+			if (labelled[i])
+				label = sections[i];
+			else
+				used += (size_t)snprintf(name + used, sizeof(name) - used, "_%s",
+							 sections[i]);
+		}
+		snprintf(name + used, sizeof(name) - used, "_%s", line.key);
+		{
+			const char *v = line.value;
+			int n = (int)line.value_len;
+
+			if (n == 4 && memcmp(v, "true", 4) == 0)
+				v = "1", n = 1;
+			else if (n == 5 && memcmp(v, "false", 5) == 0)
+				v = "0", n = 1;
+			else if (n == 0 || !((v[0] >= '0' && v[0] <= '9') || v[0] == '-'))
+				continue;       /* strings are not numbers */
+			fputs(name, out);
+			if (label) {
+				fputs("{server=\"", out);
+				for (const char *p = label; *p; p++) {
+					if (*p == '"' || *p == '\\')
+						fputc('\\', out);
+					fputc(*p, out);
+				}
+				fputs("\"}", out);
+			}
+			fprintf(out, " %.*s\n", n, v);
+		}
 	}
 	return ferror(out) ? -EIO : 0;
 }

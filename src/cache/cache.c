@@ -503,6 +503,17 @@ void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch)
 	pthread_mutex_unlock(&cache->lock);
 }
 
+float dlc_cache_score(struct dlc_cache *cache, uint32_t ino)
+{
+	float score = NAN;
+
+	pthread_mutex_lock(&cache->lock);
+	if (ino >= 1 && ino <= cache->scores.max_ino)
+		score = cache->scores.values[ino];
+	pthread_mutex_unlock(&cache->lock);
+	return score;
+}
+
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
 {
 	bool ready;

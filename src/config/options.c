@@ -61,6 +61,8 @@ enum option_key {
 	KEY_SOURCE_BW,
 	KEY_SOURCE_FAIL_EVERY,
 	KEY_NFS_TIMEOUT,
+	KEY_TIER_SERVERS,
+	KEY_TIER_TIMEOUT,
 	KEY_ALLOW_OTHER,
 	KEY_FSNAME,
 	KEY_CONTROL_UID,
@@ -99,6 +101,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("source_bw=", KEY_SOURCE_BW),
 	FUSE_OPT_KEY("source_fail_every=", KEY_SOURCE_FAIL_EVERY),
 	FUSE_OPT_KEY("nfs_timeout=", KEY_NFS_TIMEOUT),
+	FUSE_OPT_KEY("tier_servers=", KEY_TIER_SERVERS),
+	FUSE_OPT_KEY("tier_timeout=", KEY_TIER_TIMEOUT),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("control_uid=", KEY_CONTROL_UID),
@@ -546,6 +550,17 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  "source_fail_every '%s' is not a whole number; write N to fail every Nth read from the source, or 0 to never fail.",
 					  value);
 		return 0;
+	case KEY_TIER_SERVERS:
+		return parse_string_option(state, "tier_servers", value, "/etc/dlcache/tier",
+					   &opts->tier_servers);
+	case KEY_TIER_TIMEOUT:
+		rc = parse_duration_option(state, "tier_timeout", value, &opts->tier_timeout_ns);
+		if (rc == 0 && (opts->tier_timeout_ns < 1000000ULL ||
+				opts->tier_timeout_ns > 10000000000ULL))
+			return parse_fail(state, -EINVAL,
+					  "tier_timeout '%s' is outside 1ms to 10s; write e.g. tier_timeout=200ms.",
+					  value);
+		return rc;
 	case KEY_NFS_TIMEOUT:
 		rc = parse_duration_option(state, "nfs_timeout", value, &opts->backend.timeout_ns);
 		if (rc == 0 && (opts->backend.timeout_ns < MIN_NFS_TIMEOUT_NS ||
@@ -741,6 +756,10 @@ void dlc_options_free(struct dlc_options *opts)
 	free(opts->kernel_opts);
 	free(opts->control_user);
 	free(opts->control_group);
+	free(opts->tier_servers);
+	free(opts->tier_list);
+	opts->tier_servers = NULL;
+	opts->tier_list = NULL;
 	opts->source = NULL;
 	opts->mountpoint = NULL;
 	opts->cache_dir = NULL;
@@ -797,6 +816,11 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    nfs_timeout=DURATION   NFS sources: longest one call to the server may\n"
 		"                           take before it fails with EIO, 1s-60m\n"
 		"                           (default: 30s)\n"
+		"    tier_servers=FILE      the cluster tier: memcached servers, one HOST:PORT\n"
+		"                           per line, the same file on every node\n"
+		"                           (default: none)\n"
+		"    tier_timeout=DURATION  longest wait for a tier server, 1ms-10s\n"
+		"                           (default: 200ms)\n"
 		"\n"
 		"for benchmarks and tests:\n"
 		"    source_delay=DURATION  delay added to every source call (default: 0)\n"

@@ -25,6 +25,7 @@
 #include "dlcache/cause.h"
 #include "dlcache/options.h"
 #include "dlcache/snapshot.h"
+#include "dlcache/tier.h"
 
 /* child is parent itself or lies below it (both absolute and canonical). */
 static bool path_is_within(const char *child, const char *parent)
@@ -381,6 +382,8 @@ int dlc_options_validate(struct dlc_options *opts, char **cause)
 		rc = resolve_id("control_uid", opts->control_user, false, &opts->control_uid, cause);
 	if (rc == 0 && opts->control_group)
 		rc = resolve_id("control_gid", opts->control_group, true, &opts->control_gid, cause);
+	if (rc == 0 && opts->tier_servers && !opts->tier_list)
+		rc = dlc_tier_read_file(opts->tier_servers, &opts->tier_list, cause);
 	return rc;
 }
 

@@ -61,6 +61,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/control.h"
+#include "dlcache/tier_place.h"
 
 /* The most bytes of a user's token quoted in a cause. */
 #define SHOWN_MAX 48
@@ -75,7 +76,7 @@
 /* An exponent past this is out of any double's range either way. */
 #define EXPONENT_CLAMP 100000
 
-#define FORMS "write SCORE PATH, epoch N, prefetch PATH, forget PATH or reset"
+#define FORMS "write SCORE PATH, epoch N, prefetch PATH, forget PATH, reset, tier HOST:PORT ... or tier off"
 
 struct dlc_control_parser {
 	char *prefix;              /* the mount's absolute path, normalized; NULL if none */
@@ -401,6 +402,58 @@ static void parse_epoch(struct feed *feed, const char *p, const char *end)
 	apply_command(feed, &command);
 }
 
+/*
+ * "tier off", or "tier" and HOST:PORT words: the list is handed on as the
+ * words joined by single spaces, each checked to be HOST:PORT.
+ */
+static void parse_tier(struct feed *feed, const char *p, const char *end)
+{
+	struct dlc_control_command command = { .kind = DLC_CONTROL_TIER };
+	char *out = feed->parser->path;
+	char shown[SHOWN_SIZE];
+	char host[256];
+	unsigned port, count = 0;
+
+	p = skip_blanks(p, end);
+	if (p == end) {
+		refuse(feed, "tier needs servers; write tier HOST:PORT ..., or tier off.");
+		return;
+	}
+	if (token_is(p, (size_t)(token_end(p, end) - p), "off")) {
+		if (skip_blanks(token_end(p, end), end) != end) {
+			refuse(feed, "tier off takes nothing after it; write tier off alone on its line.");
+			return;
+		}
+		command.kind = DLC_CONTROL_TIER_OFF;
+		apply_command(feed, &command);
+		return;
+	}
+	for (; p < end; p = skip_blanks(p, end)) {
+		const char *word_end = token_end(p, end);
+		size_t len = (size_t)(word_end - p);
+
+		if (memchr(p, '\0', len) ||
+		    !dlc_tier_place_parse_server(p, len, host, sizeof(host), &port)) {
+			refuse(feed, "'%s' is not a tier server; write tier HOST:PORT ..., such as tier node1:11211 node2:11211.",
+			       show(shown, p, len));
+			return;
+		}
+		if (++count > DLC_CONTROL_TIER_MAX) {
+			refuse(feed, "tier names more than %d servers; list at most %d.",
+			       DLC_CONTROL_TIER_MAX, DLC_CONTROL_TIER_MAX);
+			return;
+		}
+		if (out != feed->parser->path)
+			*out++ = ' ';
+		memcpy(out, p, len);
+		out += len;
+		p = word_end;
+	}
+	*out = '\0';
+	command.servers = feed->parser->path;
+	apply_command(feed, &command);
+}
+
 static void parse_score_line(struct feed *feed, const char *p, const char *end)
 {
 	struct dlc_control_command command = { .kind = DLC_CONTROL_SCORE };
@@ -463,6 +516,8 @@ static void parse_line(struct feed *feed, const char *line, size_t len)
 		parse_path_command(feed, DLC_CONTROL_PREFETCH, "prefetch", first_end, end);
 	else if (token_is(p, first_len, "forget"))
 		parse_path_command(feed, DLC_CONTROL_FORGET, "forget", first_end, end);
+	else if (token_is(p, first_len, "tier"))
+		parse_tier(feed, first_end, end);
 	else if (token_is(p, first_len, "reset")) {
 		if (skip_blanks(first_end, end) != end)
 			refuse(feed, "reset takes no argument; write reset alone on its line.");
@@ -473,6 +528,7 @@ static void parse_line(struct feed *feed, const char *line, size_t len)
 	else if (token_is_caseless(p, first_len, "epoch") ||
 		 token_is_caseless(p, first_len, "prefetch") ||
 		 token_is_caseless(p, first_len, "forget") ||
+		 token_is_caseless(p, first_len, "tier") ||
 		 token_is_caseless(p, first_len, "reset"))
 		refuse(feed, "unknown command '%s'; keywords are lowercase: " FORMS ".",
 		       show(shown, p, first_len));

@@ -5,7 +5,9 @@
  * paths in the snapshot and hands them to the modules that act on them:
  * scores (and forget) go to cache.c in batches of SCORE_BATCH under one cache
  * lock, prefetch lines to fetch.c (after the scores before them, so admission
- * judges a prefetch by those), "epoch N" saves the scores, reset clears them.
+ * judges a prefetch by those), "epoch N" saves the scores, reset clears them,
+ * "tier ..." and "tier off" replace the cluster tier's server list (tier.c);
+ * "epoch N" also sets the tier's admission threshold from the scores.
  * Each call counts its lines and errors in the stats and logs its first bad
  * line once.  No state lives here between calls: the parser (one per open
  * .control) holds the unfinished line.
@@ -173,11 +175,21 @@ static int apply_command(void *arg, const struct dlc_control_command *command, c
 		atomic_store(batch->epoch, command->epoch);
 		dlc_cache_begin_pass(c->cache, command->epoch);
 		dlc_cache_save_scores(c->cache);
+		if (c->tier && dlc_tier_on(c->tier))
+			dlc_tier_plan(c->tier, c->cache, c->snapshot);
 		return 0;
 	case DLC_CONTROL_RESET:
 		batch->count = 0;
 		dlc_cache_reset_scores(c->cache);
 		return 0;
+	case DLC_CONTROL_TIER:
+	case DLC_CONTROL_TIER_OFF:
+		if (!c->tier) {
+			dlc_cause_set(cause, "this mount has no tier client; remount to attach a tier");
+			return -EINVAL;
+		}
+		return dlc_tier_set_servers(c->tier, command->kind == DLC_CONTROL_TIER ?
+					    command->servers : "", cause);
 	}
 	return 0;
 }

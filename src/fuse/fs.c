@@ -345,6 +345,16 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->backend_errors = atomic_load(&c->backend->errors);
 	g->epoch = atomic_load(&fs->epoch);
 	g->scores_known = cache.scores_known;
+	if (c->tier && dlc_tier_on(c->tier)) {
+		struct dlc_stats_tier_server *servers = calloc(DLC_TIER_MAX_SERVERS, sizeof(*servers));
+
+		if (servers) {
+			g->tier_count = dlc_tier_gauges(c->tier, servers, DLC_TIER_MAX_SERVERS);
+			if (g->tier_count > DLC_TIER_MAX_SERVERS)
+				g->tier_count = DLC_TIER_MAX_SERVERS;
+			g->tier = servers;
+		}
+	}
 }
 
 static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
@@ -352,10 +362,15 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 	struct dlc_stats_gauges gauges;
 
 	switch (which) {
-	case VIRTUAL_STATS:
+	case VIRTUAL_STATS: {
+		int rc;
+
 		gather_gauges(fs, &gauges);
 		h->kind = HANDLE_TEXT;
-		return dlc_stats_render_json(fs->context->stats, &gauges, &h->text, &h->text_len);
+		rc = dlc_stats_render_json(fs->context->stats, &gauges, &h->text, &h->text_len);
+		free((void *)gauges.tier);
+		return rc;
+	}
 	case VIRTUAL_CACHED:
 		h->kind = HANDLE_TEXT;
 		return dlc_cache_list(fs->context->cache, &h->text, &h->text_len);

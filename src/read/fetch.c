@@ -46,6 +46,7 @@
 #include "dlcache/chunks.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
+#include "dlcache/tier.h"
 
 struct flight {
 	uint32_t ino;
@@ -73,6 +74,7 @@ struct dlc_fetch {
 	struct dlc_stats *stats;
 	uint64_t max_file;
 	struct dlc_chunks *chunks;      /* packed sources only; NULL for a tree */
+	struct dlc_tier *tier;          /* the cluster tier, or NULL; set before serving */
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when any flight lands */
 	struct flight *flights;         /* guarded by lock */
@@ -160,6 +162,11 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 	pthread_mutex_init(&fetch->lock, NULL);
 	pthread_cond_init(&fetch->landed, NULL);
 	return fetch;
+}
+
+void dlc_fetch_set_tier(struct dlc_fetch *fetch, struct dlc_tier *tier)
+{
+	fetch->tier = tier;
 }
 
 void dlc_fetch_free(struct dlc_fetch *fetch)
@@ -276,10 +283,19 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	char path[4096];
 	int rc;
 
+	/* The cluster tier, between the local cache and the source: never fatal. */
+	if (blob && fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size) == 0) {
+		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+		rc = 0;
+		goto land;
+	}
 	if (blob && fetch->chunks) {
 		rc = read_packed(fetch, flight->ino, blob, &offered);
 		if (rc == 0 && !offered)
 			dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+		if (rc == 0 && fetch->tier)
+			dlc_tier_offer(fetch->tier, flight->ino, blob->data, size,
+				       dlc_cache_score(fetch->cache, flight->ino));
 		goto land;
 	}
 	rc = blob ? dlc_snapshot_path(fetch->snapshot, flight->ino, path, sizeof(path)) : -ENOMEM;
@@ -288,6 +304,9 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	if (rc == 0) {
 		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_REMOTE, size);
 		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+		if (fetch->tier)
+			dlc_tier_offer(fetch->tier, flight->ino, blob->data, size,
+				       dlc_cache_score(fetch->cache, flight->ino));
 	} else if (rc != -ENOMEM) {
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		if (rc == -ESTALE) {

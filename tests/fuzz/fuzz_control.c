@@ -130,6 +130,18 @@ static int apply(void *arg, const struct dlc_control_command *command, char **ca
 		CHECK(command->path == NULL);
 		n = snprintf(head, sizeof(head), "reset");
 		break;
+	case DLC_CONTROL_TIER:
+		/* Words of HOST:PORT joined by one space: no blank at either end,
+		 * no two in a row, no control byte. */
+		CHECK(command->path == NULL && command->servers && command->servers[0] != ' ');
+		CHECK(strstr(command->servers, "  ") == NULL);
+		CHECK(command->servers[strlen(command->servers) - 1] != ' ');
+		n = snprintf(head, sizeof(head), "tier %zu", strlen(command->servers));
+		break;
+	case DLC_CONTROL_TIER_OFF:
+		CHECK(command->path == NULL && command->servers == NULL);
+		n = snprintf(head, sizeof(head), "tier off");
+		break;
 	default:
 		abort();
 	}

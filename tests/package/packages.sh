@@ -29,7 +29,7 @@ deb=$("$SRCDIR/packaging/build-deb.sh" "$WORK/deb" | tail -n 1)
 dpkg-deb -c "$deb" | awk '{$1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print}' | tee "$WORK/deb.list"
 has_all "$WORK/deb.list"
 dpkg-deb -f "$deb" Depends | tee "$WORK/deb.depends"
-for d in fuse3 libfuse3 libsqlite3 libxxhash libnfs libarchive; do
+for d in fuse3 libfuse3 libsqlite3 libxxhash libnfs libarchive libmemcached; do
 	grep -q "$d" "$WORK/deb.depends" || fail "the .deb does not depend on $d"
 done
 

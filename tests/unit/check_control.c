@@ -94,6 +94,14 @@ static int record(void *arg, const struct dlc_control_command *command, char **c
 		ck_assert_ptr_null(command->path);
 		recorder_append(rec, "reset\n");
 		break;
+	case DLC_CONTROL_TIER:
+		ck_assert_ptr_nonnull(command->servers);
+		recorder_append(rec, "tier [%s]\n", command->servers);
+		break;
+	case DLC_CONTROL_TIER_OFF:
+		ck_assert_ptr_null(command->servers);
+		recorder_append(rec, "tier off\n");
+		break;
 	default:
 		ck_abort_msg("unknown command kind %d", (int)command->kind);
 	}
@@ -249,6 +257,12 @@ static const struct good_case good_cases[] = {
 	{ NULL, "prefetch train/a.JPEG\nprefetch\t//b//c/\nforget /train/b\nforget x y\n",
 	  "prefetch [train/a.JPEG]\nprefetch [b/c]\nforget [train/b]\nforget [x y]\n" },
 	{ NULL, "reset\nreset  \t\n  reset\n", "reset\nreset\nreset\n" },
+	/* the cluster tier: words joined by one space, in the order written */
+	{ NULL, "tier n1:11211\n", "tier [n1:11211]\n" },
+	{ NULL, "tier  n1:11211 \t10.0.0.2:11212  [::1]:11213\r\n",
+	  "tier [n1:11211 10.0.0.2:11212 [::1]:11213]\n" },
+	{ NULL, "tier off\n  tier off \t\ntier n1:1\n", "tier off\ntier off\ntier [n1:1]\n" },
+	{ NULL, "0.5 tier off\nprefetch tier\n", "score 0.5 [tier off]\nprefetch [tier]\n" },
 	/* a keyword as a path */
 	{ NULL, "0.5 reset\nprefetch epoch 3\n", "score 0.5 [reset]\nprefetch [epoch 3]\n" },
 	/* the mount's own prefix */
@@ -452,6 +466,21 @@ static const struct bad_case bad_cases[] = {
 	{ NULL, TEXT("epoch 99999999999999999999999\n"), 1, "too large", 0 },
 	{ NULL, TEXT("epoch 3 4\n"), 1, "remove '4'", 0 },
 	{ NULL, TEXT("epoch 3 # three\n"), 1, "remove '# three'", 0 },
+	/* the cluster tier */
+	{ NULL, TEXT("tier\n"), 1, "tier needs servers", 0 },
+	{ NULL, TEXT("tier \t\n"), 1, "tier needs servers", 0 },
+	{ NULL, TEXT("tier off now\n"), 1, "tier off alone", 0 },
+	{ NULL, TEXT("tier n1\n"), 1, "'n1' is not a tier server", 0 },
+	{ NULL, TEXT("tier n1:11211 n2\n"), 1, "'n2' is not a tier server", 0 },
+	{ NULL, TEXT("tier n1:0\n"), 1, "not a tier server", 0 },
+	{ NULL, TEXT("tier n1:65536\n"), 1, "not a tier server", 0 },
+	{ NULL, TEXT("tier n1:11x\n"), 1, "not a tier server", 0 },
+	{ NULL, TEXT("tier :11211\n"), 1, "not a tier server", 0 },
+	{ NULL, TEXT("tier ::1:11211\n"), 1, "not a tier server", 0 },
+	{ NULL, TEXT("tier [::1]11211\n"), 1, "not a tier server", 0 },
+	{ NULL, TEXT("tier n1:1 off\n"), 1, "'off' is not a tier server", 0 },
+	{ NULL, TEXT("Tier off\n"), 1, "keywords are lowercase", 0 },
+	{ NULL, TEXT("tier n\0:1\n"), 1, "not a tier server", 0 },
 	/* reset, prefetch, forget */
 	{ NULL, TEXT("reset now\n"), 1, "no argument", 0 },
 	{ NULL, TEXT("reset all scores\r\n"), 1, "no argument", 0 },

@@ -1,0 +1,181 @@
+"""Unit tests of examples/dlcache.py's distributed mode: losses all-gathered
+so every rank ranks the same way, and one global order sliced per rank.
+
+The ranks are threads of this process exchanging through a barrier-based
+all_gather (the contract of torch.distributed.all_gather_object); where
+PyTorch is installed, the same exchange also runs over a real gloo group of
+world size 2 on loopback."""
+import importlib.util
+import os
+import socket
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import dlcache  # noqa: E402
+from test_dlcache import FakeMount, PATHS  # noqa: E402
+
+
+class ThreadGroup:
+    """all_gather_object for `world` threads of one process."""
+
+    def __init__(self, world):
+        self.world = world
+        self.slots = [None] * world
+        self.barrier = threading.Barrier(world)
+
+    def gather_for(self, rank):
+        def all_gather(obj):
+            self.slots[rank] = obj
+            self.barrier.wait()
+            out = list(self.slots)
+            self.barrier.wait()
+            return out
+        return all_gather
+
+
+def run_ranks(world, body):
+    """Runs body(rank, all_gather) on `world` threads; returns their results."""
+    group = ThreadGroup(world)
+    results = [None] * world
+    errors = []
+
+    def run(rank):
+        try:
+            results[rank] = body(rank, group.gather_for(rank))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            group.barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+class DistributedRankReporterTest(unittest.TestCase):
+    def test_every_rank_holds_every_loss_and_ranks_alike(self):
+        mounts = [FakeMount(), FakeMount()]
+
+        def body(rank, gather):
+            rep = dlcache.DistributedRankReporter(mounts[rank], PATHS, every=2, all_gather=gather)
+            mine = list(range(rank, len(PATHS), 2))            # this rank's slice
+            for start in range(0, len(mine), 10):
+                batch = mine[start:start + 10]
+                rep.report(batch, [float(i % 17) for i in batch])
+            rep.rerank()
+            return rep
+
+        reps = run_ranks(2, body)
+        self.assertEqual(reps[0].known, len(PATHS))
+        self.assertEqual(reps[0].loss, reps[1].loss)
+        self.assertEqual([reps[0].score(i) for i in range(100)], [reps[1].score(i) for i in range(100)])
+        # Each node's mount gets the scores of every sample, not only its slice's.
+        last = [w for w in mounts[0].writes][-1]
+        self.assertEqual(len(last), len(PATHS))
+        self.assertEqual(mounts[0].writes[-1], mounts[1].writes[-1])
+
+    def test_only_the_writer_rank_writes(self):
+        mount = FakeMount()
+
+        def body(rank, gather):
+            rep = dlcache.DistributedRankReporter(mount, PATHS, every=1, all_gather=gather,
+                                                  writer=rank == 0)
+            rep.report([rank], [1.0 + rank])
+            rep.rerank()
+            return rep
+
+        reps = run_ranks(2, body)
+        self.assertEqual(reps[1].lines_written, reps[0].lines_written)
+        written = [line for w in mount.writes for line in w]
+        self.assertEqual(len(written), reps[0].lines_written, "the second rank wrote nothing")
+        self.assertIn("0.500000 train/c/001.JPEG", written)
+
+
+class DistributedSlicerTest(unittest.TestCase):
+    def slices(self, world, epoch, n=len(PATHS), seed=3):
+        out = []
+        for rank in range(world):
+            s = dlcache.DistributedSlicer(dlcache.ShuffleSampler(PATHS[:n], seed=seed), rank, world)
+            s.set_epoch(epoch)
+            out.append(list(s))
+        return out
+
+    def test_slices_partition_one_global_order(self):
+        parts = self.slices(3, 0)
+        flat = sorted(i for p in parts for i in p)
+        self.assertEqual(set(flat), set(range(100)))
+        self.assertEqual(len(flat), 102, "padded to 34 per rank")
+        self.assertEqual({len(p) for p in parts}, {34})
+
+    def test_epochs_differ_and_every_rank_agrees(self):
+        a, b = self.slices(2, 0), self.slices(2, 1)
+        self.assertNotEqual(a, b)
+        self.assertEqual(a, self.slices(2, 0))
+        self.assertFalse(set(a[0]) & set(a[1]))
+
+    def test_prefetch_announces_this_ranks_slice(self):
+        mount = FakeMount()
+        s = dlcache.DistributedSlicer(dlcache.ShuffleSampler(PATHS, seed=1), 1, 4, mount)
+        s.set_epoch(2)
+        self.assertEqual(mount.writes[0], ["epoch 2"])
+        self.assertEqual(mount.writes[1], ["prefetch " + mount.relpath(PATHS[i]) for i in s])
+        with self.assertRaises(ValueError):
+            dlcache.DistributedSlicer(dlcache.ShuffleSampler(PATHS), 4, 4)
+
+    def test_importance_sampling_draws_the_same_order_on_every_rank(self):
+        def body(rank, gather):
+            rep = dlcache.DistributedRankReporter(None, PATHS, every=1, all_gather=gather)
+            rep.report([rank * 50 + i for i in range(50)], [float(i) for i in range(50)])
+            rep.rerank()
+            base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.5, seed=9)
+            s = dlcache.DistributedSlicer(base, rank, 2)
+            s.set_epoch(1)
+            return base, list(s)
+
+        (b0, s0), (b1, s1) = run_ranks(2, body)
+        self.assertEqual(len(s0), len(s1))
+        order = [i for pair in zip(s0, s1) for i in pair]
+        # Both ranks drew the same global order: interleaving the slices rebuilds it.
+        b0.set_epoch(1)
+        self.assertEqual(order, list(b0)[:len(order)])
+
+
+@unittest.skipUnless(importlib.util.find_spec("torch"), "PyTorch is not installed")
+class GlooTest(unittest.TestCase):
+    def test_all_gather_over_gloo_world_of_two(self):
+        import torch.multiprocessing as mp
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        ctx = mp.get_context("spawn")
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=_gloo_rank, args=(r, port, queue)) for r in range(2)]
+        for p in procs:
+            p.start()
+        results = dict(queue.get(timeout=120) for _ in procs)
+        for p in procs:
+            p.join(60)
+        self.assertEqual(results[0], results[1])
+        self.assertEqual(len(results[0]), len(PATHS))
+
+
+def _gloo_rank(rank, port, queue):
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    rep = dlcache.DistributedRankReporter(None, PATHS, every=1)
+    mine = list(range(rank, len(PATHS), 2))
+    rep.report(mine, [float(i) for i in mine])
+    rep.rerank()
+    queue.put((rank, [rep.score(i) for i in range(len(PATHS))]))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    unittest.main()

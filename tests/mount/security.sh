@@ -24,7 +24,7 @@ test_control_lines_cannot_name_anything_outside_the_dataset() {
 		"prefetch ../../../etc/shadow" "forget train/c/../../../secret/passwd" \
 		"1 $WORK/secret/passwd" "1 $MNT/../secret/passwd" "prefetch $MNT/../src/train/c/f1" \
 		"prefetch outside" "1 outside" "prefetch dirlink/passwd" "1 dirlink/g0" \
-		"forget dirlink" "1 inner" "prefetch train/c" "prefetch ./train/c/f1" \
+		"forget dirlink" "prefetch train/c" "prefetch ./train/c/f1" \
 		"1 $MNT/train/c/../c/f1"; do
 		expect_eq "'$line'" "$(control "$line"$'\n')" EINVAL
 		n=$((n + 1))
@@ -37,6 +37,9 @@ test_control_lines_cannot_name_anything_outside_the_dataset() {
 	# The same samples written as the dataset's paths are accepted.
 	expect_eq "paths inside" "$(control "1 train/c/f1"$'\n'"2 /train/c/f2"$'\n'"3 $MNT/train/c/f3"$'\n')" ok
 	expect_eq "scored samples" "$(stat_value scored_samples)" 3
+	# A link inside the dataset to a file inside it names that file (f1).
+	expect_eq "a link inside the dataset" "$(control "4 inner"$'\n')" ok
+	expect_eq "scored samples after the link" "$(stat_value scored_samples)" 3
 }
 
 test_symlinks_are_links_and_the_daemon_never_follows_one() {

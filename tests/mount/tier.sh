@@ -230,16 +230,16 @@ test_control_lines() {
 	start_tier
 	start_nodes
 	[ "$(tier_sum hits)" = 0 ] || fail "a mount without tier_servers shows a tier"
-	MNT=$WORK/mnt0 control "tier $(tr '\n' ' ' <"$TIER")" >/dev/null
-	MNT=$WORK/mnt1 control "tier $(tr '\n' ' ' <"$TIER")" >/dev/null
-	MNT=$WORK/mnt2 control "tier $(tr '\n' ' ' <"$TIER")" >/dev/null
+	MNT=$WORK/mnt0 control "tier $(tr '\n' ' ' <"$TIER")"$'\n' >/dev/null
+	MNT=$WORK/mnt1 control "tier $(tr '\n' ' ' <"$TIER")"$'\n' >/dev/null
+	MNT=$WORK/mnt2 control "tier $(tr '\n' ' ' <"$TIER")"$'\n' >/dev/null
 	grep -q '"servers": 3' "$WORK/mnt0/.stats" || fail "tier HOST:PORT ... did not attach the tier"
 	epochs --epochs 2
 	no_wrong_no_failed
 	[ "$(field 1 tier_hits)" -gt 0 ] || fail "no tier hits after attaching by .control"
-	expect_eq "tier off" "$(MNT=$WORK/mnt0 control 'tier off')" ok
+	expect_eq "tier off" "$(MNT=$WORK/mnt0 control $'tier off\n')" ok
 	grep -q '"tier"' "$WORK/mnt0/.stats" && fail "tier off left the tier attached"
-	expect_eq "a bad server" "$(MNT=$WORK/mnt0 control 'tier nohost')" EINVAL
+	expect_eq "a bad server" "$(MNT=$WORK/mnt0 control $'tier nohost\n')" EINVAL
 	grep -q "is not a tier server" "$WORK/mnt0/.stats" || fail "the bad tier line's cause is not in .stats"
 	ALLOWED_LOG="$ALLOWED_LOG|\\.control: line 1: 'nohost' is not a tier server"
 	stop_nodes

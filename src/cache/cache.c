@@ -3,16 +3,21 @@
  * policy), the xxh3 of each ready entry, and the store's files.
  *
  * INVARIANTS.  cache->lock guards policy, hashes, generations, ready,
- * admission and victims.  An inode is ready only if the policy contains it
+ * deleting, pending_bytes, admission and victims.  An inode is ready only if the policy contains it
  * and its file was written with the hash in hashes[ino]; generations[ino]
  * changes each time it becomes ready, so a reader that checked the file
  * without the lock acts on its outcome only if the entry it read is still
  * the one there (an entry evicted and admitted again with the same bytes
  * has the same hash but another generation).  Only a copy proven bad (size
  * or xxh3 wrong, file gone) is dropped; a passing failure to read it (out
- * of descriptors or memory, an I/O error) is a miss that keeps it.  Victims are removed from the store
- * while the lock is held, before the admitted entry's bytes are written, so
- * the files on disk never exceed the policy's capacity.  The store's own lock
+ * of descriptors or memory, an I/O error) is a miss that keeps it.  Victims are chosen under the
+ * lock, marked deleting (their bytes counted in pending_bytes) and deleted
+ * from the store without it, before the admitted entry's bytes are written;
+ * an admission waits while the bytes charged plus those pending plus its
+ * own would pass the capacity, so the files on disk never exceed it, and a
+ * hit never waits behind an unlink or an index write.  A victim still being
+ * written is deleted by its writer, which finds it marked.  An inode marked
+ * deleting is not admitted again until its file is gone.  The store's own lock
  * nests inside cache->lock; dlc_store_read takes none, so a hit holds
  * cache->lock only to copy the hash.  save_lock serializes saves of the
  * scores (one FILE.tmp at a time) and nests outside cache->lock, which a
@@ -51,6 +56,11 @@ struct dlc_cache {
 	int64_t retry_at_ns;            /* guarded by lock: a full disk is tried again then (0: never) */
 	bool full_logged;               /* guarded by lock */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
+	uint8_t *deleting;              /* guarded by lock; bitmap by inode: evicted, its
+					 * file not deleted yet (by its evictor, or by its
+					 * writer when it was evicted while written) */
+	uint64_t pending_bytes;         /* guarded by lock: footprint of those files */
+	pthread_cond_t deleted;         /* pending_bytes went down */
 	atomic_bool transient_logged;   /* a passing read error was logged */
 	dlc_cache_read_hook read_hook;  /* tests only; set before serving */
 	dlc_cache_write_hook write_hook;
@@ -66,6 +76,19 @@ static int64_t monotonic_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+static bool is_deleting(const struct dlc_cache *cache, uint32_t ino)
+{
+	return cache->deleting[ino >> 3] & (1u << (ino & 7));
+}
+
+static void set_deleting(struct dlc_cache *cache, uint32_t ino, bool deleting)
+{
+	if (deleting)
+		cache->deleting[ino >> 3] |= (uint8_t)(1u << (ino & 7));
+	else
+		cache->deleting[ino >> 3] &= (uint8_t)~(1u << (ino & 7));
 }
 
 static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
@@ -211,7 +234,10 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	cache->stamps = calloc((size_t)count + 1, sizeof(*cache->stamps));
 	cache->generations = calloc((size_t)count + 1, sizeof(*cache->generations));
 	cache->ready = calloc((size_t)count / 8 + 1, 1);
+	cache->deleting = calloc((size_t)count / 8 + 1, 1);
+	pthread_cond_init(&cache->deleted, NULL);
 	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->generations || !cache->ready ||
+	    !cache->deleting ||
 	    dlc_scores_init(&cache->scores, count) < 0)
 		goto err_nomem;
 	if (scores_file) {
@@ -265,6 +291,8 @@ void dlc_cache_close(struct dlc_cache *cache)
 	free(cache->hashes);
 	free(cache->stamps);
 	free(cache->generations);
+	free(cache->deleting);
+	pthread_cond_destroy(&cache->deleted);
 	free(cache->ready);
 	pthread_mutex_destroy(&cache->save_lock);
 	pthread_mutex_destroy(&cache->lock);
@@ -368,7 +396,9 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[4096];
-	uint64_t hash;
+	uint64_t hash, footprint;
+	uint32_t *victims = NULL;
+	size_t nvictims;
 	int rc;
 
 	if (!node || dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) < 0)
@@ -380,24 +410,82 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 		cache->admission = true;
 		cache->retry_at_ns = 0;
 	}
-	if (!cache->admission || dlc_policy_contains(cache->policy, ino) ||
-	    dlc_policy_admit(cache->policy, ino, dlc_store_footprint(size), &cache->victims) <= 0) {
+	footprint = dlc_store_footprint(size);
+	/*
+	 * Files evicted by other admissions may still be on the disk: wait
+	 * until this one fits beside them, so that the disk never holds more
+	 * than the capacity (see INVARIANTS).
+	 */
+	while (cache->pending_bytes &&
+	       dlc_policy_used(cache->policy) + cache->pending_bytes + footprint >
+	       dlc_policy_capacity(cache->policy))
+		pthread_cond_wait(&cache->deleted, &cache->lock);
+	if (!cache->admission || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
+	    dlc_policy_admit(cache->policy, ino, footprint, &cache->victims) <= 0) {
 		pthread_mutex_unlock(&cache->lock);
 		goto bypass;
 	}
-	for (size_t i = 0; i < cache->victims.count; i++)
-		drop_file(cache, cache->victims.items[i]);
-	dlc_stats_add(cache->stats, DLC_STAT_EVICTIONS, cache->victims.count);
+	nvictims = cache->victims.count;
+	victims = nvictims ? malloc(nvictims * sizeof(*victims)) : NULL;
+	for (size_t i = 0; i < nvictims; i++) {
+		uint32_t v = cache->victims.items[i];
+
+		if (!victims) {
+			drop_file(cache, v);    /* out of memory: under the lock, as before */
+			continue;
+		}
+		victims[i] = v;
+		/* A victim being written is deleted by its writer (below). */
+		set_deleting(cache, v, true);
+		cache->pending_bytes += dlc_store_footprint(dlc_snapshot_node(cache->snapshot, v)->size);
+		if (!is_ready(cache, v))
+			victims[i] = 0;
+		set_ready(cache, v, false);
+	}
+	dlc_stats_add(cache->stats, DLC_STAT_EVICTIONS, nvictims);
 	pthread_mutex_unlock(&cache->lock);
+
+	/* The victims' files go before this entry's bytes are written, without
+	 * the lock that every hit takes (unlink and SQLite can be slow). */
+	if (victims) {
+		uint64_t freed = 0;
+
+		for (size_t i = 0; i < nvictims; i++) {
+			char victim_path[4096];
+
+			if (!victims[i])
+				continue;
+			if (dlc_snapshot_path(cache->snapshot, victims[i], victim_path, sizeof(victim_path)) == 0)
+				(void)dlc_store_remove(cache->store, victim_path);
+		}
+		pthread_mutex_lock(&cache->lock);
+		for (size_t i = 0; i < nvictims; i++) {
+			if (!victims[i])
+				continue;
+			set_deleting(cache, victims[i], false);
+			freed += dlc_store_footprint(dlc_snapshot_node(cache->snapshot, victims[i])->size);
+		}
+		cache->pending_bytes -= freed;
+		pthread_cond_broadcast(&cache->deleted);
+		pthread_mutex_unlock(&cache->lock);
+		free(victims);
+	}
 
 	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash);
 	if (cache->write_hook)
 		cache->write_hook(cache->hook_arg, ino);
 
 	pthread_mutex_lock(&cache->lock);
-	if (rc == 0 && !dlc_policy_contains(cache->policy, ino)) {
-		/* Evicted by another admission while its bytes were being written. */
-		(void)dlc_store_remove(cache->store, path);
+	if (is_deleting(cache, ino)) {
+		/* Evicted by another admission while its bytes were being
+		 * written: its evictor counted them as pending; they go now. */
+		pthread_mutex_unlock(&cache->lock);
+		if (rc == 0)
+			(void)dlc_store_remove(cache->store, path);
+		pthread_mutex_lock(&cache->lock);
+		set_deleting(cache, ino, false);
+		cache->pending_bytes -= footprint;
+		pthread_cond_broadcast(&cache->deleted);
 		pthread_mutex_unlock(&cache->lock);
 		goto bypass;
 	}

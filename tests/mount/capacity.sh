@@ -23,6 +23,47 @@ test_freeze_fills_once_and_never_evicts() {
 	expect_eq "cache file count" "$(find "$CACHE/data" -type f | wc -l)" 25
 }
 
+test_the_disk_stays_within_capacity_while_the_cache_churns() {
+	# LRU over 4 readers churns the cache; a watcher sums the bytes of the
+	# cache files (data/ and tmp/, as charged: whole 4 KiB blocks) every
+	# moment of the churn, not only at the end.
+	start_daemon "policy=lru,cache_size=400K,threads=8"
+	python3 - "$CACHE" $((400 * 1024)) >"$WORK/watch" <<'PY' &
+import os, sys, time
+cache, limit = sys.argv[1], int(sys.argv[2])
+peak = samples = 0
+stop = time.time() + 60
+dirs = [os.path.join(cache, "tmp")] + [os.path.join(cache, "data", "%02x" % i) for i in range(256)]
+while time.time() < stop and not os.path.exists(os.path.join(cache, "..", "stop-watch")):
+    seen = {}   # by inode: a file renamed from tmp/ into data/ counts once
+    for d in dirs:
+        try:
+            for e in os.scandir(d):
+                st = e.stat()
+                seen[st.st_ino] = (st.st_size + 4095) // 4096 * 4096
+        except FileNotFoundError:
+            pass
+    total = sum(seen.values())
+    peak = max(peak, total)
+    samples += 1
+print(peak, samples)
+PY
+	local watcher=$! r readers=()
+	for r in 1 2 3 4; do
+		{ read_all_shuffled && read_all_shuffled && read_all_shuffled; } >/dev/null &
+		readers+=($!)
+	done
+	for r in "${readers[@]}"; do wait "$r" || fail "a reader failed"; done
+	touch "$WORK/stop-watch"
+	wait "$watcher"
+	local peak samples
+	read -r peak samples <"$WORK/watch"
+	[ "$samples" -ge 20 ] || fail "the watcher took only $samples samples"
+	[ "$peak" -le $((400 * 1024)) ] || fail "the cache files reached $peak bytes during churn, over 409600"
+	[ "$(stat_value evictions)" -gt 50 ] || fail "no churn: $(stat_value evictions) evictions"
+	echo "peak $peak bytes over $samples samples, $(stat_value evictions) evictions"
+}
+
 test_lru_evicts_and_stays_within_capacity() {
 	start_daemon "policy=lru,cache_size=400K"
 	read_all_shuffled >/dev/null

@@ -181,6 +181,15 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_background = fs->context->max_background;
 }
 
+/* Whether name is one of the virtual files of the mount root. */
+static bool virtual_named(const char *name)
+{
+	for (int v = VIRTUAL_STATS; v < VIRTUAL_COUNT; v++)
+		if (strcmp(name, virtual_names[v]) == 0)
+			return true;
+	return false;
+}
+
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
@@ -280,6 +289,11 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 		} else {
 			child = dir->first_child + (fuse_ino_t)(off - 2);
 			name = dlc_snapshot_name(snapshot, child);
+			/* The mount's own names win: a dataset file of that name at
+			 * the root is hidden (readdirplus would hand the kernel its
+			 * inode under the name of .stats or .control). */
+			if (ino == FUSE_ROOT_ID && virtual_named(name))
+				continue;
 		}
 		if (plus) {
 			fill_entry(fs, child, &e);
@@ -776,6 +790,15 @@ static const struct fuse_lowlevel_ops ops = {
 	.copy_file_range = fs_copy_file_range,
 };
 
+/* Logs, once per mount, each dataset file the virtual files hide. */
+static void warn_hidden_names(const struct dlc_snapshot *snapshot)
+{
+	for (int v = VIRTUAL_STATS; v < VIRTUAL_COUNT; v++)
+		if (dlc_snapshot_lookup(snapshot, FUSE_ROOT_ID, virtual_names[v]))
+			dlc_log(DLC_LOG_WARNING, "the dataset's own %s at its root is hidden by the mount's %s; rename it on the source to read it",
+				virtual_names[v], virtual_names[v]);
+}
+
 struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context)
 {
 	struct fuse_session *session;
@@ -790,6 +813,7 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	fs->open_handles.next = fs->open_handles.prev = &fs->open_handles;
 	clock_gettime(CLOCK_REALTIME, &fs->started);
+	warn_hidden_names(context->snapshot);
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!session) {
 		pthread_mutex_destroy(&fs->handles_lock);

@@ -16,6 +16,23 @@ ln -s "$WORK/secret/passwd" "$SRC/outside"        # absolute, outside the datase
 ln -s "$WORK/secret" "$SRC/dirlink"               # a directory outside
 ln -s train/c/f1 "$SRC/inner"                    # inside the dataset
 
+test_dataset_files_cannot_take_the_mounts_own_names() {
+	echo 'not the stats' >"$SRC/.stats"
+	echo 'not the control' >"$SRC/.control"
+	ALLOWED_LOG="the dataset's own \.(stats|control) at its root is hidden"
+	start_daemon
+	ls -la "$MNT" >/dev/null           # readdirplus hands the kernel every entry
+	expect_eq ".stats entries in a listing" "$(ls -a "$MNT" | grep -c '^\.stats$' || true)" 0
+	python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$MNT/.stats" ||
+		fail ".stats is not the mount's after a listing"
+	expect_eq ".control after a listing" "$(control $'1 train/c/f1\n')" ok
+	expect_eq "scored samples" "$(stat_value scored_samples)" 1
+	expect_eq "warnings naming the hidden files" "$(grep -c 'at its root is hidden' "$LOG")" 2
+	stop_daemon
+	ALLOWED_LOG='^$'
+	rm -f "$SRC/.stats" "$SRC/.control"
+}
+
 test_control_lines_cannot_name_anything_outside_the_dataset() {
 	ALLOWED_LOG='\.control: line 1: '
 	start_daemon

@@ -197,13 +197,26 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 				  crawl->backend->source, strerror(-rc));
 		return rc;
 	}
+	size_t kept = 0, dir_len = strlen(job->path);
+
 	for (size_t i = 0; i < listing->nentries; i++) {
 		struct listed_entry *entry = &listing->entries[i];
 
 		entry->name = listing->buf + entry->name_off;
 		entry->target = entry->target_off == SIZE_MAX ? NULL
 							      : listing->buf + entry->target_off;
+		/* Every path of the snapshot fits DLC_SNAPSHOT_PATH_MAX, so the
+		 * buffers that hold one never cut it: a longer one is left out
+		 * (with what lies below it), not the whole snapshot. */
+		if (dir_len + 1 + strlen(entry->name) >= DLC_SNAPSHOT_PATH_MAX) {
+			dlc_log(DLC_LOG_WARNING, "a path of %zu bytes, over the %d a snapshot holds, is left out with what lies below it: '%.48s...%s' in source '%s'",
+				dir_len + 1 + strlen(entry->name), DLC_SNAPSHOT_PATH_MAX - 1, job->path,
+				strlen(entry->name) > 48 ? "" : entry->name, crawl->backend->source);
+			continue;
+		}
+		listing->entries[kept++] = *entry;
 	}
+	listing->nentries = kept;
 	/* An empty directory has no entries array, and qsort may not be given NULL. */
 	if (listing->nentries > 1)
 		qsort(listing->entries, listing->nentries, sizeof(*listing->entries), compare_listed);

@@ -9,6 +9,32 @@ ln -s train/n00000000/n00000000_0.JPEG "$SRC/link"
 ln -s /etc/passwd "$SRC/outside"
 NFILES=$(find "$SRC" -type f | wc -l)
 
+test_a_path_too_long_for_a_snapshot_is_left_out_not_the_mount() {
+	# 17 directories of 250 bytes: the deepest ones pass 4096 bytes.
+	python3 - "$SRC" <<'PY'
+import os, sys
+os.chdir(sys.argv[1])
+os.mkdir("deep")
+os.chdir("deep")
+for level in range(17):
+    name = ("%02d" % level) + "d" * 248
+    os.mkdir(name)
+    os.chdir(name)
+    open("file", "w").write("level %d\n" % level)
+PY
+	ALLOWED_LOG="a path of [0-9]+ bytes, over the 4095 a snapshot holds, is left out"
+	start_daemon
+	expect_eq "a shallow file under the long paths" "$(cat "$MNT/deep/00$(printf 'd%.0s' $(seq 248))/file")" "level 0"
+	local kept
+	kept=$(find "$MNT/deep" -name file 2>/dev/null | wc -l)
+	[ "$kept" -ge 10 ] && [ "$kept" -lt 17 ] || fail "files kept under deep/: $kept"
+	expect_eq "the rest of the dataset" "$(read_all_shuffled)" 320
+	expect_eq "warnings" "$(grep -c "a snapshot holds, is left out" "$LOG")" 1
+	stop_daemon
+	ALLOWED_LOG='^$'
+	rm -rf "$SRC/deep" 2>/dev/null || python3 -c 'import shutil, sys; shutil.rmtree(sys.argv[1])' "$SRC/deep"
+}
+
 test_two_epochs_are_byte_identical_and_the_second_hits() {
 	start_daemon
 	expect_eq "files read in epoch 1" "$(read_all_shuffled)" 320

@@ -360,6 +360,7 @@ static int cmd_mount(int argc, char **argv)
 		.source = opts.source,
 		.policy = dlc_policy_name(opts.policy),
 		.cache_max_file = opts.cache_max_file,
+		.source_threads = opts.source_threads,
 		.max_background = 64,
 		.mountpoint = opts.mountpoint,
 		.control_uid = opts.control_uid,
@@ -376,8 +377,10 @@ static int cmd_mount(int argc, char **argv)
 out:
 	if (rc < 0)
 		print_cause("cannot mount", cause, rc);
-	if (session)
+	if (session) {
+		dlc_fs_stop_source_reads(&context);
 		fuse_session_destroy(session);
+	}
 	dlc_fetch_free(fetch);
 	dlc_tier_free(tier);
 	if (cache)

@@ -18,7 +18,8 @@
  *
  * Errors: 0 (or a byte count) on success, -errno on failure.  A dead or
  * unreachable remote gives -EIO promptly, and a hung one after at most the
- * driver's timeout (nfs_timeout=), never a hang.  A remote that restarts
+ * timeout (source_timeout=; the NFS driver bounds its own calls, the
+ * directory driver is wrapped by backend_deadline.c), never a hang.  A remote that restarts
  * fails the calls in flight; later calls reconnect, and a file handle opened
  * before the restart goes on working (the NFS driver re-opens it by path).
  */
@@ -75,10 +76,11 @@ struct dlc_backend_config {
 	uint64_t delay_ns;          /* added to every call; 0 = none */
 	uint64_t bandwidth;         /* bytes per second for reads; 0 = unlimited */
 	unsigned fail_every;        /* fault injection: every Nth read fails with EIO; 0 = never */
+	/* Every driver: the longest one open, read or close may take; 0 = 30 s
+	 * (NFS rounds it up to whole seconds). */
+	uint64_t timeout_ns;
 	/* NFS driver. */
 	unsigned connections;       /* most connections to the server; 0 = 16, at most 64 */
-	uint64_t timeout_ns;        /* longest one call may take, rounded up to whole
-				     * seconds; 0 = 30 s */
 };
 
 struct dlc_backend {
@@ -118,5 +120,14 @@ int dlc_backend_posix_create(const char *root, const struct dlc_backend_config *
 			     struct dlc_backend *backend, char **cause);
 int dlc_backend_nfs_create(const char *source, const struct dlc_backend_config *config,
 			   struct dlc_backend *backend, char **cause);
+
+/*
+ * Puts a time limit of timeout_ns on backend's open, pread and close: each
+ * runs on a thread of the wrapper's and the caller gets -ETIMEDOUT when the
+ * time is up (backend_deadline.c).  0 or -ENOMEM (backend unchanged).
+ */
+int dlc_backend_deadline_wrap(struct dlc_backend *backend, uint64_t timeout_ns);
+
+#define DLC_BACKEND_DEFAULT_TIMEOUT_NS (30ULL * 1000000000ULL)
 
 #endif

@@ -30,10 +30,12 @@ struct dlc_fs_context {
 	const char *source;
 	const char *policy;
 	uint64_t cache_max_file;     /* larger files are read from the source directly */
+	unsigned source_threads;     /* most opens and reads waiting on the source at once */
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
 	const char *mountpoint;      /* absolute; .control accepts it as a path prefix */
 	int64_t control_uid;         /* owner of .control; -1: the user who mounted */
 	int64_t control_gid;         /* group that may write .control too; -1: none */
+	void *fs;                    /* the session's own state; set by dlc_fs_session_new */
 };
 
 /* The virtual files at the mount root (hidden from listings). */
@@ -48,5 +50,13 @@ struct dlc_fs_context {
  * mount.
  */
 struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context);
+
+/*
+ * Once the session loop has ended: answers the opens and reads still queued
+ * for the source with EIO and waits for those running (each ends within
+ * source_timeout).  Idempotent; fuse_session_destroy does it too, but only
+ * after an INIT, so call it before freeing what the reads use.
+ */
+void dlc_fs_stop_source_reads(struct dlc_fs_context *context);
 
 #endif

@@ -25,6 +25,7 @@
 #define DLC_DEFAULT_CACHE_MAX_FILE (64ULL << 20)
 #define DLC_DEFAULT_CRAWL_THREADS 16
 #define DLC_DEFAULT_THREADS 16
+#define DLC_DEFAULT_SOURCE_THREADS 64
 #define DLC_DEFAULT_PREFETCH_THREADS 16
 #define DLC_DEFAULT_PREFETCH_WINDOW 256
 
@@ -45,6 +46,7 @@ struct dlc_options {
 	enum dlc_policy_kind policy;
 	unsigned crawl_threads;
 	unsigned threads;           /* most FUSE worker threads */
+	unsigned source_threads;    /* most opens and reads waiting on the source at once */
 	unsigned prefetch_threads;  /* workers serving .control prefetch lines */
 	unsigned prefetch_window;   /* most prefetched files held ahead of the reader */
 	bool foreground;            /* -f */

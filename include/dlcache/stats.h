@@ -51,6 +51,7 @@ enum dlc_stat {
 	DLC_STAT_CHUNK_HITS,           /* opens served from refused members held in memory */
 	DLC_STAT_CONTROL_LINES,
 	DLC_STAT_CONTROL_ERRORS,
+	DLC_STAT_INTERRUPTED,          /* readers that left a wait for the source with EINTR */
 	DLC_STAT_COUNT,
 };
 
@@ -90,6 +91,9 @@ struct dlc_stats_gauges {
 	uint64_t backend_errors;
 	uint64_t epoch;                /* the last "epoch N" written to .control */
 	uint64_t scores_known;         /* samples with a known importance */
+	unsigned source_threads;       /* the source pool: threads started, */
+	unsigned source_running;       /* opens and reads waiting on the source, */
+	unsigned source_queued;        /* and those waiting for a thread */
 	const struct dlc_stats_tier_server *tier;  /* the tier's servers, NULL: none */
 	unsigned tier_count;
 };

@@ -54,6 +54,7 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_CHUNK_HITS] = "chunk_hits",
 	[DLC_STAT_CONTROL_LINES] = "control_lines",
 	[DLC_STAT_CONTROL_ERRORS] = "control_errors",
+	[DLC_STAT_INTERRUPTED] = "interrupted",
 };
 
 static const char *const backend_op_names[DLC_BACKEND_OP_COUNT] = {
@@ -282,6 +283,12 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "entries", gauges->cache_entries);
 	json_uint(&w, "capacity", gauges->cache_capacity);
 	json_bool(&w, "admission", gauges->admission_enabled);
+	json_close(&w);
+
+	json_open(&w, "source_reads");
+	json_uint(&w, "threads", gauges->source_threads);
+	json_uint(&w, "running", gauges->source_running);
+	json_uint(&w, "queued", gauges->source_queued);
 	json_close(&w);
 
 	json_open(&w, "snapshot");

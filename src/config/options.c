@@ -41,6 +41,7 @@
 #define MAX_PREFETCH_THREADS 256
 #define MAX_PREFETCH_WINDOW 1000000
 #define MAX_THREADS 1024
+#define MAX_SOURCE_THREADS 1024
 #define MIN_NFS_TIMEOUT_NS 1000000000ULL            /* libnfs counts whole seconds */
 #define MAX_NFS_TIMEOUT_NS (3600ULL * 1000000000ULL)
 #define MAX_NFS_CONNECTIONS 64
@@ -56,6 +57,8 @@ enum option_key {
 	KEY_PREFETCH_THREADS,
 	KEY_PREFETCH_WINDOW,
 	KEY_THREADS,
+	KEY_SOURCE_THREADS,
+	KEY_SOURCE_TIMEOUT,
 	KEY_LOG_LEVEL,
 	KEY_SOURCE_DELAY,
 	KEY_SOURCE_BW,
@@ -96,6 +99,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("prefetch_threads=", KEY_PREFETCH_THREADS),
 	FUSE_OPT_KEY("prefetch_window=", KEY_PREFETCH_WINDOW),
 	FUSE_OPT_KEY("threads=", KEY_THREADS),
+	FUSE_OPT_KEY("source_threads=", KEY_SOURCE_THREADS),
+	FUSE_OPT_KEY("source_timeout=", KEY_SOURCE_TIMEOUT),
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
 	FUSE_OPT_KEY("source_delay=", KEY_SOURCE_DELAY),
 	FUSE_OPT_KEY("source_bw=", KEY_SOURCE_BW),
@@ -544,6 +549,9 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_THREADS:
 		return parse_count_option(state, "threads", value, 1, MAX_THREADS,
 					  &opts->threads);
+	case KEY_SOURCE_THREADS:
+		return parse_count_option(state, "source_threads", value, 1, MAX_SOURCE_THREADS,
+					  &opts->source_threads);
 	case KEY_SOURCE_FAIL_EVERY:
 		if (parse_unsigned(value, 0, UINT_MAX, &opts->backend.fail_every) < 0)
 			return parse_fail(state, -EINVAL,
@@ -562,13 +570,18 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  value);
 		return rc;
 	case KEY_NFS_TIMEOUT:
-		rc = parse_duration_option(state, "nfs_timeout", value, &opts->backend.timeout_ns);
+	case KEY_SOURCE_TIMEOUT: {
+		/* nfs_timeout= is the older name of source_timeout=. */
+		const char *name = key == KEY_NFS_TIMEOUT ? "nfs_timeout" : "source_timeout";
+
+		rc = parse_duration_option(state, name, value, &opts->backend.timeout_ns);
 		if (rc == 0 && (opts->backend.timeout_ns < MIN_NFS_TIMEOUT_NS ||
 				opts->backend.timeout_ns > MAX_NFS_TIMEOUT_NS))
 			return parse_fail(state, -EINVAL,
-					  "nfs_timeout '%s' is outside 1s to 60m; write e.g. nfs_timeout=30s.",
-					  value);
+					  "%s '%s' is outside 1s to 60m; write e.g. %s=30s.",
+					  name, value, name);
 		return rc;
+	}
 	case KEY_CHUNK_FETCH:
 		if (parse_unsigned(value, 0, 1, &number) < 0)
 			return parse_fail(state, -EINVAL,
@@ -641,6 +654,7 @@ static void set_defaults(struct dlc_options *opts)
 	opts->prefetch_threads = DLC_DEFAULT_PREFETCH_THREADS;
 	opts->prefetch_window = DLC_DEFAULT_PREFETCH_WINDOW;
 	opts->threads = DLC_DEFAULT_THREADS;
+	opts->source_threads = DLC_DEFAULT_SOURCE_THREADS;
 	opts->log_level = DLC_LOG_INFO;
 }
 
@@ -704,8 +718,8 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
 		opts->log_level = DLC_LOG_DEBUG;
 	}
 	/* An NFS source needs a connection per thread that may call it at once:
-	 * the crawl's, or the readers' and the prefetchers'. */
-	opts->backend.connections = opts->threads + opts->prefetch_threads;
+	 * the crawl's, or the source pool's and the prefetchers'. */
+	opts->backend.connections = opts->source_threads + opts->prefetch_threads;
 	if (opts->backend.connections < opts->crawl_threads)
 		opts->backend.connections = opts->crawl_threads;
 	if (opts->backend.connections > MAX_NFS_CONNECTIONS)
@@ -803,6 +817,8 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           (default: off)\n"
 		"    crawl_threads=N        threads crawling the source, 1-%d (default: %d)\n"
 		"    threads=N              most FUSE worker threads, 1-%d (default: %d)\n"
+		"    source_threads=N       most opens and reads waiting on the source at\n"
+		"                           once, 1-%d (default: %d)\n"
 		"    prefetch_threads=N     threads serving prefetch lines of .control, 1-%d\n"
 		"                           (default: %d)\n"
 		"    prefetch_window=N      most prefetched files held ahead of the reader,\n"
@@ -813,9 +829,9 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    control_uid=USER       owner of .control, who may write it\n"
 		"                           (default: the user who mounts)\n"
 		"    control_gid=GROUP      group that may write .control too (default: none)\n"
-		"    nfs_timeout=DURATION   NFS sources: longest one call to the server may\n"
-		"                           take before it fails with EIO, 1s-60m\n"
-		"                           (default: 30s)\n"
+		"    source_timeout=DURATION  longest one open or read of the source may\n"
+		"                           take before the reader gets EIO, 1s-60m\n"
+		"                           (default: 30s; nfs_timeout= is the old name)\n"
 		"    tier_servers=FILE      the cluster tier: memcached servers, one HOST:PORT\n"
 		"                           per line, the same file on every node\n"
 		"                           (default: none)\n"
@@ -844,6 +860,7 @@ void dlc_options_usage(const char *program, FILE *out)
 		program, program,
 		MAX_CRAWL_THREADS, DLC_DEFAULT_CRAWL_THREADS,
 		MAX_THREADS, DLC_DEFAULT_THREADS,
+		MAX_SOURCE_THREADS, DLC_DEFAULT_SOURCE_THREADS,
 		MAX_PREFETCH_THREADS, DLC_DEFAULT_PREFETCH_THREADS,
 		MAX_PREFETCH_WINDOW, DLC_DEFAULT_PREFETCH_WINDOW);
 }

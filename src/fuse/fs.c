@@ -28,7 +28,9 @@
 #include "dlcache/control.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
+#include "dlcache/pool.h"
 #include "control_apply.h"
+#include "pending.h"
 
 /* The dataset does not change while mounted: a year is as good as forever. */
 #define FOREVER (365.0 * 24 * 3600)
@@ -57,6 +59,8 @@ enum handle_kind {
 };
 
 struct handle {
+	_Atomic unsigned refs;                  /* the kernel's open, and each
+						 * source read in the pool */
 	enum handle_kind kind;
 	struct dlc_blob *blob;
 	struct dlc_backend_file *direct;
@@ -82,7 +86,11 @@ struct fs {
 	 */
 	pthread_mutex_t handles_lock;
 	struct handle open_handles; /* list head; guarded by handles_lock */
+	struct dlc_pool *source_pool;  /* opens and reads that wait on the source */
 };
+
+/* How long unmount waits for source reads before it says what it waits for. */
+#define SOURCE_POOL_GRACE_MS 2000
 
 static struct fs *fs_of(fuse_req_t req)
 {
@@ -338,6 +346,7 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 {
 	struct dlc_fs_context *c = fs->context;
 	struct dlc_cache_gauges cache;
+	struct dlc_pool_gauges pool;
 	struct timespec now;
 
 	memset(g, 0, sizeof(*g));
@@ -359,6 +368,10 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->backend_errors = atomic_load(&c->backend->errors);
 	g->epoch = atomic_load(&fs->epoch);
 	g->scores_known = cache.scores_known;
+	dlc_pool_gauges(fs->source_pool, &pool);
+	g->source_threads = pool.threads;
+	g->source_running = pool.running;
+	g->source_queued = pool.queued;
 	if (c->tier && dlc_tier_on(c->tier)) {
 		struct dlc_stats_tier_server *servers = calloc(DLC_TIER_MAX_SERVERS, sizeof(*servers));
 
@@ -436,53 +449,66 @@ static void untrack_handle(struct fs *fs, struct handle *h)
 	pthread_mutex_unlock(&fs->handles_lock);
 }
 
-static int open_file(struct fs *fs, fuse_ino_t ino, struct handle *h)
+/* Drops one reference to h; the last one frees it. */
+static void handle_put(struct fs *fs, struct handle *h)
+{
+	if (atomic_fetch_sub(&h->refs, 1) == 1)
+		free_handle(fs, h);
+}
+
+/*
+ * Serves an open of a dataset file without waiting on the source: a checked
+ * cache entry (HANDLE_FD).  0 when done; otherwise *needs_source is set (a
+ * miss, a prefetched file to take, or a file too large to cache) and the
+ * open must go to the source pool (open_from_source), or -errno.
+ */
+static int open_local(struct fs *fs, fuse_ino_t ino, struct handle *h, bool *needs_source)
 {
 	struct dlc_fs_context *c = fs->context;
 	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
 
+	*needs_source = false;
 	if (!node)
 		return -ENOENT;
 	if (S_ISDIR(node->mode))
 		return -EISDIR;
 	if (!S_ISREG(node->mode))
 		return -ELOOP;
+	if (node->size <= c->cache_max_file) {
+		h->fd = dlc_fetch_open_cached(c->fetch, (uint32_t)ino);
+		if (h->fd >= 0) {
+			h->kind = HANDLE_FD;
+			return 0;
+		}
+	}
+	*needs_source = true;
+	return 0;
+}
+
+/* The rest of an open that open_local could not serve; runs in the pool. */
+static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h)
+{
+	struct dlc_fs_context *c = fs->context;
+	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
+
 	if (node->size > c->cache_max_file) {
 		h->kind = HANDLE_DIRECT;
 		return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
-	}
-	h->fd = dlc_fetch_open_cached(c->fetch, (uint32_t)ino);
-	if (h->fd >= 0) {
-		h->kind = HANDLE_FD;
-		return 0;
 	}
 	h->kind = HANDLE_BLOB;
 	return dlc_fetch_get(c->fetch, (uint32_t)ino, &h->blob);
 }
 
-static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* Answers an open with h (taken: freed on failure) or with rc < 0. */
+static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, bool virtual,
+			struct handle *h, int rc)
 {
-	struct fs *fs = fs_of(req);
-	enum virtual_file which = virtual_of(fs, ino);
-	struct handle *h;
-	int rc;
-
-	if (which != VIRTUAL_CONTROL && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	rc = which ? open_virtual(fs, which, h) : open_file(fs, ino, h);
 	if (rc < 0) {
-		free(h);
+		free_handle(fs, h);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (which) {
+	if (virtual) {
 		fi->direct_io = 1;
 	} else {
 		fi->keep_cache = 1;
@@ -496,6 +522,127 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		untrack_handle(fs, h);
 		free_handle(fs, h);
 	}
+}
+
+/*
+ * An open or a read that waits on the source, handed to the source pool so
+ * that the FUSE threads stay free.  Its reader may leave (pending.h): the
+ * work still runs if it had started, for whoever else waits on the same
+ * flight, and its answer is dropped.
+ */
+struct source_wait {
+	struct dlc_pending pending;
+	struct fs *fs;
+	struct handle *h;               /* one reference (an open: the only one) */
+	fuse_ino_t ino;
+	bool open;
+	struct fuse_file_info fi;       /* an open: what to answer with */
+	size_t size;                    /* a read */
+	off_t off;
+};
+
+static void read_from_source(struct source_wait *w)
+{
+	char *buf = malloc(w->size);
+	ssize_t n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino,
+						 w->h->direct, buf, w->size, (uint64_t)w->off)
+			: -ENOMEM;
+
+	if (dlc_pending_claim(&w->pending)) {
+		if (n < 0)
+			fuse_reply_err(w->pending.req, (int)-n);
+		else
+			fuse_reply_buf(w->pending.req, buf, (size_t)n);
+	}
+	free(buf);
+}
+
+static void run_source_wait(void *arg)
+{
+	struct source_wait *w = arg;
+	int rc;
+
+	if (!w->open) {
+		if (dlc_pending_wanted(&w->pending))
+			read_from_source(w);
+		else
+			dlc_pending_claim(&w->pending);
+		handle_put(w->fs, w->h);
+	} else {
+		/* A reader that left before its turn costs no fetch. */
+		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h) : -EINTR;
+		if (dlc_pending_claim(&w->pending))
+			finish_open(w->pending.req, w->fs, &w->fi, false, w->h, rc);
+		else
+			free_handle(w->fs, w->h);
+	}
+	free(w);
+}
+
+/* The pool stopped before w ran: the mount is going away. */
+static void drop_source_wait(void *arg)
+{
+	struct source_wait *w = arg;
+
+	if (dlc_pending_claim(&w->pending))
+		fuse_reply_err(w->pending.req, EIO);
+	if (w->open)
+		free_handle(w->fs, w->h);
+	else
+		handle_put(w->fs, w->h);
+	free(w);
+}
+
+/* Hands w to the source pool, or answers req with the error that prevents it. */
+static void wait_for_source(fuse_req_t req, struct source_wait *w)
+{
+	struct dlc_pool_job job = { run_source_wait, drop_source_wait, w };
+	int rc;
+
+	dlc_pending_watch(&w->pending, req, w->fs->context->stats);
+	rc = dlc_pool_submit(w->fs->source_pool, &job);
+	if (rc < 0) {
+		if (dlc_pending_claim(&w->pending))
+			fuse_reply_err(req, rc == -ESHUTDOWN ? EIO : -rc);
+		if (w->open)
+			free_handle(w->fs, w->h);
+		else
+			handle_put(w->fs, w->h);
+		free(w);
+	}
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	enum virtual_file which = virtual_of(fs, ino);
+	struct source_wait *w;
+	bool needs_source = false;
+	struct handle *h;
+	int rc;
+
+	if (which != VIRTUAL_CONTROL && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	atomic_init(&h->refs, 1);
+	rc = which ? open_virtual(fs, which, h) : open_local(fs, ino, h, &needs_source);
+	if (rc < 0 || !needs_source) {
+		finish_open(req, fs, fi, which != 0, h, rc);
+		return;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		finish_open(req, fs, fi, false, h, -ENOMEM);
+		return;
+	}
+	*w = (struct source_wait) { .fs = fs, .h = h, .ino = ino, .open = true, .fi = *fi };
+	wait_for_source(req, w);
 }
 
 static void reply_slice(fuse_req_t req, const void *data, uint64_t len, size_t size, off_t off)
@@ -512,7 +659,6 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
 	char *buf;
-	ssize_t n;
 
 	switch (h->kind) {
 	case HANDLE_BLOB: {
@@ -561,20 +707,18 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE);
 		return;
 	}
-	case HANDLE_DIRECT:
-		buf = malloc(size);
-		if (!buf) {
+	case HANDLE_DIRECT: {
+		struct source_wait *w = malloc(sizeof(*w));
+
+		if (!w) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		n = dlc_fetch_read_direct(fs_of(req)->context->fetch, (uint32_t)ino, h->direct, buf,
-					  size, (uint64_t)off);
-		if (n < 0)
-			fuse_reply_err(req, (int)-n);
-		else
-			fuse_reply_buf(req, buf, (size_t)n);
-		free(buf);
+		atomic_fetch_add(&h->refs, 1);
+		*w = (struct source_wait) { .fs = fs_of(req), .h = h, .ino = ino, .size = size, .off = off };
+		wait_for_source(req, w);
 		return;
+	}
 	}
 }
 
@@ -612,7 +756,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (h->kind == HANDLE_CONTROL)
 		control_finish(fs_of(req), h);
 	untrack_handle(fs_of(req), h);
-	free_handle(fs_of(req), h);
+	handle_put(fs_of(req), h);
 	fuse_reply_err(req, 0);
 }
 
@@ -749,6 +893,9 @@ static void fs_destroy(void *userdata)
 {
 	struct fs *fs = userdata;
 
+	/* First the source reads, which hold handles. */
+	dlc_fs_stop_source_reads(fs->context);
+	fs->context->fs = NULL;
 	while (fs->open_handles.next != &fs->open_handles) {
 		struct handle *h = fs->open_handles.next;
 
@@ -799,6 +946,16 @@ static void warn_hidden_names(const struct dlc_snapshot *snapshot)
 				virtual_names[v], virtual_names[v]);
 }
 
+void dlc_fs_stop_source_reads(struct dlc_fs_context *context)
+{
+	struct fs *fs = context->fs;
+
+	if (!fs || !fs->source_pool)
+		return;
+	dlc_pool_stop(fs->source_pool, SOURCE_POOL_GRACE_MS);
+	fs->source_pool = NULL;
+}
+
 struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context)
 {
 	struct fuse_session *session;
@@ -813,11 +970,20 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	fs->open_handles.next = fs->open_handles.prev = &fs->open_handles;
 	clock_gettime(CLOCK_REALTIME, &fs->started);
+	fs->source_pool = dlc_pool_create(context->source_threads);
+	if (!fs->source_pool) {
+		pthread_mutex_destroy(&fs->handles_lock);
+		free(fs);
+		return NULL;
+	}
 	warn_hidden_names(context->snapshot);
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!session) {
+		dlc_pool_stop(fs->source_pool, 0);
 		pthread_mutex_destroy(&fs->handles_lock);
 		free(fs);
+		return NULL;
 	}
+	context->fs = fs;
 	return session;
 }

@@ -72,6 +72,14 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		rc = dlc_backend_posix_create(source, config, backend, cause);
 	if (rc < 0)
 		goto err_free_source;
+	if (!dlc_nfs_source_matches(source)) {
+		rc = dlc_backend_deadline_wrap(backend, config->timeout_ns ? config->timeout_ns
+									 : DLC_BACKEND_DEFAULT_TIMEOUT_NS);
+		if (rc < 0) {
+			backend->ops->destroy(backend->priv);
+			goto err_free_source;
+		}
+	}
 	*out = backend;
 	return 0;
 

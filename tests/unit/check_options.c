@@ -224,14 +224,20 @@ static const struct good_case good_cases[] = {
 	  "source=host:/export/imagenet kernel_opts=default_permissions,"
 	  "fsname=host:/export/imagenet,subtype=dlcache" },
 	/* an NFS source: its timeout, and a connection for every thread that may
-	 * call it at once (the readers' and prefetchers', or the crawl's), at most 64 */
+	 * call it at once (the source pool's and prefetchers', or the crawl's), at most 64 */
 	{ { "mount.dlcache", "host:/export", "/mnt", NULL },
-	  "timeout_ns=0 connections=32" },
-	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "nfs_timeout=5s,crawl_threads=48", NULL },
+	  "timeout_ns=0 connections=64" },
+	{ { "mount.dlcache", "host:/export", "/mnt", "-o",
+	    "nfs_timeout=5s,source_threads=8,prefetch_threads=8,crawl_threads=48", NULL },
 	  "timeout_ns=5000000000 connections=48" },
+	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "source_threads=10,prefetch_threads=6", NULL },
+	  "connections=16" },
+	/* source_timeout= is nfs_timeout='s new name, for every kind of source */
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_timeout=90s", NULL },
+	  "timeout_ns=90000000000" },
 	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "nfs_timeout=60m,threads=100", NULL },
 	  "timeout_ns=3600000000000 connections=64" },
-	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "threads=1,prefetch_threads=1,"
+	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "source_threads=1,prefetch_threads=1,"
 	    "crawl_threads=1", NULL },
 	  "connections=2" },
 	/* bounds */
@@ -312,6 +318,12 @@ static const struct bad_case bad_cases[] = {
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=four", NULL },
 	  "crawl_threads 'four'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "threads=0", NULL }, "threads '0'" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_threads=0", NULL }, "source_threads '0'" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_threads=1025", NULL }, "from 1 to 1024" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_timeout=500ms", NULL },
+	  "source_timeout '500ms' is outside 1s to 60m" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_timeout=2", NULL },
+	  "source_timeout '2' is not a duration" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "threads=1025", NULL }, "from 1 to 1024" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "threads=-4", NULL }, "threads '-4'" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "threads=99999999999999999999", NULL },
@@ -474,6 +486,7 @@ START_TEST(test_usage_lists_every_option)
 	static const char *const names[] = {
 		"cache_dir=", "cache_size=", "cache_max_file=", "policy=", "snapshot=",
 		"refresh", "crawl_threads=", "threads=", "prefetch_threads=", "prefetch_window=",
+		"source_threads=", "source_timeout=", "nfs_timeout=",
 		"log_level=", "source_delay=",
 		"source_bw=", "source_fail_every=", "allow_other", "fsname=", "control_uid=",
 		"control_gid=", "chunk_fetch=", "dlcache.snapshot", "nosuid",

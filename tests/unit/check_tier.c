@@ -380,7 +380,9 @@ START_TEST(test_stats_tier_block)
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_up{server=\"10.0.0.2:11211\"} 0\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_timeouts{server=\"10.0.0.2:11211\"} 2\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_lifetime_hits 5\n"));
-	ck_assert_ptr_null(strstr(text, "source"));     /* strings are not numbers */
+	ck_assert_ptr_null(strstr(text, "dlcache_source "));     /* strings are not numbers */
+	ck_assert_ptr_null(strstr(text, "dlcache_policy"));
+	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_source_reads_running 0\n"));
 	free(text);
 	text = NULL;
 	out = open_memstream(&text, &size);

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# A slow or hung source never freezes the mount: misses wait on the source
+# in their own pool, so with every FUSE thread busy elsewhere .stats,
+# .control, lookups and hits still answer at once; a reader interrupted
+# while it waits leaves at once with EINTR while the fetch finishes for the
+# others; a directory source that does not answer fails the read after
+# source_timeout instead of hanging it.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/fault_lib.sh"
+
+make_dataset "$SRC" 4 10 20000
+small() { printf 'train/n%08d/n%08d_%d.JPEG' "$1" "$1" "$2"; }
+"$DLCACHE" snapshot "$SRC" -o "$WORK/snap.db" >/dev/null
+SNAP="snapshot=$WORK/snap.db"
+
+# within SECONDS WHAT CMD...: runs CMD, failing when it takes SECONDS or more.
+within() {
+	local seconds=$1 what=$2 start end
+	shift 2
+	start=$(date +%s%N)
+	timeout "$seconds" "$@" >/dev/null || fail "$what failed or took $seconds s or more"
+	end=$(date +%s%N)
+	echo "   $what: $(((end - start) / 1000000)) ms"
+}
+
+test_the_mount_answers_while_every_source_read_waits() {
+	ALLOWED_LOG='^$'
+	# Class 0 in the cache first, from a fast source.
+	start_daemon "$SNAP,cache_max_file=1M"
+	for i in 0 1 2 3; do cat "$MNT/$(small 0 "$i")" >/dev/null; done
+	stop_daemon
+	# Four FUSE threads, sixteen misses on a source that takes 4 s a call
+	# (12 s a miss): every FUSE thread would be stuck if misses ran there.
+	start_daemon "$SNAP,cache_max_file=1M,threads=4,source_delay=4s"
+	READERS=()
+	for i in $(seq 0 15); do
+		read_status "$(small $((1 + i / 8)) $((i % 8)))" >"$WORK/reader.$i" &
+		READERS+=($!)
+	done
+	wait_stat misses 16 10
+	within 3 "reading .stats" cat "$MNT/.stats"
+	within 3 "a lookup" stat "$MNT/$(small 3 9)"
+	within 3 "listing a class" ls "$MNT/train/n00000002"
+	within 3 "a cached file" cmp "$MNT/$(small 0 2)" "$SRC/$(small 0 2)"
+	within 3 "writing .control" sh -c 'printf "epoch 1\n" >"$1/.control"' sh "$MNT"
+	expect_eq "epoch" "$(stat_value epoch)" 1
+	expect_eq "source reads waiting" "$(stat_value source_reads.running)" 16
+	for i in "${!READERS[@]}"; do
+		wait_gone "${READERS[$i]}" 30 "reader $i"
+		wait "${READERS[$i]}" || true
+		expect_eq "reader $i" "$(cat "$WORK/reader.$i")" ok
+	done
+}
+
+test_an_interrupted_reader_leaves_and_the_fetch_finishes_for_the_others() {
+	ALLOWED_LOG='^$'
+	# A miss takes 6 s (open, read and close at 2 s each).
+	start_daemon "$SNAP,cache_max_file=1M,source_delay=2s"
+	local f start end
+	f=$(small 2 3)
+	read_status "$f" >"$WORK/patient" &
+	local patient=$!
+	wait_stat misses 1 10
+	# ^C on a second reader of the same file: it leaves at once.
+	start=$(date +%s%N)
+	timeout -s INT 1 cat "$MNT/$f" >/dev/null 2>&1 && fail "the interrupted cat succeeded"
+	end=$(date +%s%N)
+	[ $(((end - start) / 1000000)) -lt 2500 ] ||
+		fail "the interrupted reader took $(((end - start) / 1000000)) ms to leave"
+	# A Python reader whose signal handler raises sees the interruption too.
+	python3 - "$MNT/$f" <<'PY' || fail "the Python reader was not interrupted"
+import signal, sys, time
+class Alarm(Exception):
+    pass
+def ring(*_):
+    raise Alarm
+signal.signal(signal.SIGALRM, ring)
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+start = time.monotonic()
+try:
+    open(sys.argv[1], "rb").read()
+    sys.exit("read finished instead of being interrupted")
+except Alarm:
+    pass
+elapsed = time.monotonic() - start
+if elapsed > 2:
+    sys.exit("interrupted after %.1f s" % elapsed)
+PY
+	[ "$(stat_value interrupted)" -ge 2 ] || fail "interrupted: $(stat_value interrupted)"
+	wait_gone "$patient" 20 "the patient reader"
+	wait "$patient" || true
+	expect_eq "the patient reader" "$(cat "$WORK/patient")" ok
+	# One fetch served everyone and landed in the cache.
+	expect_eq "source opens" "$(stat_value remote_ops.open)" 1
+	expect_eq "cached entries" "$(stat_value cache.entries)" 1
+	within 3 "the fetched file, now a hit" cmp "$MNT/$f" "$SRC/$f"
+}
+
+test_a_hung_directory_source_fails_the_read_after_source_timeout() {
+	ALLOWED_LOG='did not answer within 1 s|cannot read .* from the source: Connection timed out'
+	start_daemon "$SNAP,cache_max_file=1M,source_delay=4s,source_timeout=1s"
+	local start end
+	start=$(date +%s%N)
+	expect_eq "a read of a hung source" "$(read_status_within 10 "$(small 1 1)")" EIO
+	end=$(date +%s%N)
+	[ $(((end - start) / 1000000)) -lt 3000 ] ||
+		fail "the read failed only after $(((end - start) / 1000000)) ms"
+	within 3 "reading .stats" cat "$MNT/.stats"
+	[ "$(stat_value remote_errors)" -ge 1 ] || fail "remote_errors: $(stat_value remote_errors)"
+	grep -q "did not answer within 1 s" "$LOG" || fail "no timeout in the log"
+	# The abandoned call ends when its 4 s are up; then unmount.
+	sleep 4
+}
+
+run_tests

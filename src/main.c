@@ -279,6 +279,7 @@ static int cmd_mount(int argc, char **argv)
 	struct dlc_tier *tier = NULL;
 	struct fuse_session *session = NULL;
 	struct dlc_fs_context context;
+	struct dlc_budget budget;
 	char *cause = NULL, *totals = NULL, *scores_file = NULL;
 	uint64_t dropped = 0;
 	int ready_fd = -1;
@@ -309,6 +310,7 @@ static int cmd_mount(int argc, char **argv)
 
 	raise_descriptor_limit();
 	dlc_stats_init(&stats);
+	dlc_budget_init(&budget, opts.memory_limit);
 	rc = dlc_backend_create(opts.source, &opts.backend, &backend, &cause);
 	if (rc < 0)
 		goto out;
@@ -350,6 +352,7 @@ static int cmd_mount(int argc, char **argv)
 	if (rc < 0)
 		goto out;
 	dlc_fetch_set_tier(fetch, tier);
+	dlc_fetch_set_budget(fetch, &budget);
 	context = (struct dlc_fs_context) {
 		.snapshot = snapshot,
 		.backend = backend,
@@ -357,6 +360,7 @@ static int cmd_mount(int argc, char **argv)
 		.fetch = fetch,
 		.tier = tier,
 		.stats = &stats,
+		.budget = &budget,
 		.source = opts.source,
 		.policy = dlc_policy_name(opts.policy),
 		.cache_max_file = opts.cache_max_file,
@@ -394,6 +398,7 @@ out:
 	dlc_snapshot_free(snapshot);
 	dlc_backend_destroy(backend);
 	dlc_stats_destroy(&stats);
+	dlc_budget_destroy(&budget);
 	dlc_options_free(&opts);
 	return rc < 0 ? 1 : 0;
 }

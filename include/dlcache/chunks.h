@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "dlcache/backend.h"
+#include "dlcache/budget.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 
@@ -45,6 +46,9 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 		      struct dlc_chunks **out);
 
 /* Closes every chunk handle. */
+/* Draws pass windows and held bytes from budget (budget.h); before serving. */
+void dlc_chunks_set_budget(struct dlc_chunks *chunks, struct dlc_budget *budget);
+
 void dlc_chunks_free(struct dlc_chunks *chunks);
 
 /*

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include "dlcache/backend.h"
+#include "dlcache/budget.h"
 #include "dlcache/cache.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
@@ -29,6 +30,7 @@
 /* A file's whole contents, shared by reference. */
 struct dlc_blob {
 	_Atomic unsigned refs;
+	struct dlc_budget *budget;      /* what its bytes were taken from, or NULL */
 	uint64_t size;
 	unsigned char data[];
 };
@@ -60,6 +62,13 @@ void dlc_fetch_free(struct dlc_fetch *fetch);
  * outlive the fetcher.  A tier hit is still a local miss in the stats.
  */
 void dlc_fetch_set_tier(struct dlc_fetch *fetch, struct dlc_tier *tier);
+
+/*
+ * Draws every file buffer from budget (budget.h), set before serving: a
+ * reader's miss waits for room; a prefetch starts only while the budget is
+ * under half full (otherwise the file is left to be a miss).
+ */
+void dlc_fetch_set_budget(struct dlc_fetch *fetch, struct dlc_budget *budget);
 
 /*
  * Returns in *out (one reference, release with dlc_blob_put) the contents of

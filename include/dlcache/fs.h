@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "dlcache/backend.h"
+#include "dlcache/budget.h"
 #include "dlcache/cache.h"
 #include "dlcache/fetch.h"
 #include "dlcache/snapshot.h"
@@ -27,6 +28,7 @@ struct dlc_fs_context {
 	struct dlc_fetch *fetch;
 	struct dlc_tier *tier;       /* the cluster tier (off when it has no servers) */
 	struct dlc_stats *stats;
+	struct dlc_budget *budget;   /* every file buffer's bound (memory_limit=) */
 	const char *source;
 	const char *policy;
 	uint64_t cache_max_file;     /* larger files are read from the source directly */

@@ -26,6 +26,7 @@
 #define DLC_DEFAULT_CRAWL_THREADS 16
 #define DLC_DEFAULT_THREADS 16
 #define DLC_DEFAULT_SOURCE_THREADS 64
+#define DLC_DEFAULT_MEMORY_LIMIT (1ULL << 30)
 #define DLC_DEFAULT_PREFETCH_THREADS 16
 #define DLC_DEFAULT_PREFETCH_WINDOW 256
 
@@ -38,6 +39,7 @@ struct dlc_options {
 	char *cache_dir;            /* absolute; defaulted by dlc_options_validate */
 	uint64_t cache_size;        /* bytes */
 	uint64_t cache_max_file;    /* larger files are read from the source, never cached */
+	uint64_t memory_limit;      /* the memory budget for file bytes (budget.h) */
 	char *snapshot;             /* absolute; default CACHE_DIR/snapshot.db */
 	bool snapshot_default;      /* snapshot is CACHE_DIR/snapshot.db: neither given
 				     * nor the packed directory's own */

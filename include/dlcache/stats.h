@@ -94,6 +94,10 @@ struct dlc_stats_gauges {
 	unsigned source_threads;       /* the source pool: threads started, */
 	unsigned source_running;       /* opens and reads waiting on the source, */
 	unsigned source_queued;        /* and those waiting for a thread */
+	uint64_t memory_limit;         /* the memory budget (memory_limit=): its bound, */
+	uint64_t memory_used;          /* the bytes held now, */
+	uint64_t memory_peak;          /* the most held at once, */
+	uint64_t memory_waits;         /* and how often work waited for room */
 	const struct dlc_stats_tier_server *tier;  /* the tier's servers, NULL: none */
 	unsigned tier_count;
 };

@@ -291,6 +291,13 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "queued", gauges->source_queued);
 	json_close(&w);
 
+	json_open(&w, "memory");
+	json_uint(&w, "limit", gauges->memory_limit);
+	json_uint(&w, "used", gauges->memory_used);
+	json_uint(&w, "peak", gauges->memory_peak);
+	json_uint(&w, "waits", gauges->memory_waits);
+	json_close(&w);
+
 	json_open(&w, "snapshot");
 	json_uint(&w, "entries", gauges->snapshot_entries);
 	json_uint(&w, "bytes", gauges->snapshot_bytes);

@@ -42,6 +42,7 @@
 #define MAX_PREFETCH_WINDOW 1000000
 #define MAX_THREADS 1024
 #define MAX_SOURCE_THREADS 1024
+#define MIN_MEMORY_LIMIT (16ULL << 20)
 #define MIN_NFS_TIMEOUT_NS 1000000000ULL            /* libnfs counts whole seconds */
 #define MAX_NFS_TIMEOUT_NS (3600ULL * 1000000000ULL)
 #define MAX_NFS_CONNECTIONS 64
@@ -58,6 +59,7 @@ enum option_key {
 	KEY_PREFETCH_WINDOW,
 	KEY_THREADS,
 	KEY_SOURCE_THREADS,
+	KEY_MEMORY_LIMIT,
 	KEY_SOURCE_TIMEOUT,
 	KEY_LOG_LEVEL,
 	KEY_SOURCE_DELAY,
@@ -100,6 +102,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("prefetch_window=", KEY_PREFETCH_WINDOW),
 	FUSE_OPT_KEY("threads=", KEY_THREADS),
 	FUSE_OPT_KEY("source_threads=", KEY_SOURCE_THREADS),
+	FUSE_OPT_KEY("memory_limit=", KEY_MEMORY_LIMIT),
 	FUSE_OPT_KEY("source_timeout=", KEY_SOURCE_TIMEOUT),
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
 	FUSE_OPT_KEY("source_delay=", KEY_SOURCE_DELAY),
@@ -520,6 +523,12 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_CACHE_MAX_FILE:
 		return parse_size_option(state, "cache_max_file", value, "64M",
 					 &opts->cache_max_file);
+	case KEY_MEMORY_LIMIT:
+		rc = parse_size_option(state, "memory_limit", value, "2G", &opts->memory_limit);
+		if (rc == 0 && opts->memory_limit < MIN_MEMORY_LIMIT)
+			return parse_fail(state, -EINVAL,
+					  "memory_limit '%s' is below 16M; write e.g. memory_limit=1G.", value);
+		return rc;
 	case KEY_SOURCE_BW:
 		return parse_size_option(state, "source_bw", value, "100M",
 					 &opts->backend.bandwidth);
@@ -655,6 +664,7 @@ static void set_defaults(struct dlc_options *opts)
 	opts->prefetch_window = DLC_DEFAULT_PREFETCH_WINDOW;
 	opts->threads = DLC_DEFAULT_THREADS;
 	opts->source_threads = DLC_DEFAULT_SOURCE_THREADS;
+	opts->memory_limit = DLC_DEFAULT_MEMORY_LIMIT;
 	opts->log_level = DLC_LOG_INFO;
 }
 
@@ -716,6 +726,14 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
 	if (opts->debug) {
 		opts->foreground = true;
 		opts->log_level = DLC_LOG_DEBUG;
+	}
+	/* A file cached whole is held whole in memory while it is fetched. */
+	if (opts->cache_max_file > opts->memory_limit / 4) {
+		parse_fail(&state, -EINVAL,
+			   "cache_max_file (%llu bytes) is more than a quarter of memory_limit (%llu bytes); lower cache_max_file= or raise memory_limit=.",
+			   (unsigned long long)opts->cache_max_file,
+			   (unsigned long long)opts->memory_limit);
+		goto fail;
 	}
 	/* An NFS source needs a connection per thread that may call it at once:
 	 * the crawl's, or the source pool's and the prefetchers'. */
@@ -806,7 +824,10 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    cache_dir=DIR          local cache (default: /var/cache/dlcache/HASH for\n"
 		"                           root, else ~/.cache/dlcache/HASH)\n"
 		"    cache_size=SIZE        most bytes the cache holds (default: 10G)\n"
-		"    cache_max_file=SIZE    larger files are never cached (default: 64M)\n"
+		"    cache_max_file=SIZE    larger files are never cached (default: 64M;\n"
+		"                           at most a quarter of memory_limit)\n"
+		"    memory_limit=SIZE      most memory for file bytes in flight, staged or\n"
+		"                           held, at least 16M (default: 1G)\n"
 		"    policy=NAME            importance, freeze, lru or none\n"
 		"                           (default: importance)\n"
 		"    snapshot=FILE          metadata snapshot (default: SOURCE/dlcache.snapshot\n"

@@ -372,6 +372,15 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->source_threads = pool.threads;
 	g->source_running = pool.running;
 	g->source_queued = pool.queued;
+	if (c->budget) {
+		struct dlc_budget_gauges memory;
+
+		dlc_budget_gauges(c->budget, &memory);
+		g->memory_limit = memory.limit;
+		g->memory_used = memory.used;
+		g->memory_peak = memory.peak;
+		g->memory_waits = memory.waits;
+	}
 	if (c->tier && dlc_tier_on(c->tier)) {
 		struct dlc_stats_tier_server *servers = calloc(DLC_TIER_MAX_SERVERS, sizeof(*servers));
 
@@ -382,6 +391,14 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 			g->tier = servers;
 		}
 	}
+}
+
+/* A rendering made (rc 0) is counted in the memory budget until release. */
+static int charge_text(struct fs *fs, struct handle *h, int rc)
+{
+	if (rc == 0)
+		dlc_budget_charge(fs->context->budget, h->text_len);
+	return rc;
 }
 
 static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
@@ -396,14 +413,15 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 		h->kind = HANDLE_TEXT;
 		rc = dlc_stats_render_json(fs->context->stats, &gauges, &h->text, &h->text_len);
 		free((void *)gauges.tier);
-		return rc;
+		return charge_text(fs, h, rc);
 	}
 	case VIRTUAL_CACHED:
 		h->kind = HANDLE_TEXT;
-		return dlc_cache_list(fs->context->cache, &h->text, &h->text_len);
+		return charge_text(fs, h, dlc_cache_list(fs->context->cache, &h->text, &h->text_len));
 	case VIRTUAL_CHUNKS:
 		h->kind = HANDLE_TEXT;
-		return dlc_snapshot_render_chunks(fs->context->snapshot, &h->text, &h->text_len);
+		return charge_text(fs, h, dlc_snapshot_render_chunks(fs->context->snapshot, &h->text,
+								    &h->text_len));
 	case VIRTUAL_CONTROL:
 		h->kind = HANDLE_CONTROL;
 		h->parser = dlc_control_parser_new(fs->context->mountpoint);
@@ -427,6 +445,8 @@ static void free_handle(struct fs *fs, struct handle *h)
 		dlc_control_parser_free(h->parser);
 		pthread_mutex_destroy(&h->lock);
 	}
+	if (h->text)
+		dlc_budget_release(fs->context->budget, h->text_len);
 	free(h->text);
 	free(h);
 }
@@ -543,10 +563,15 @@ struct source_wait {
 
 static void read_from_source(struct source_wait *w)
 {
-	char *buf = malloc(w->size);
-	ssize_t n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino,
-						 w->h->direct, buf, w->size, (uint64_t)w->off)
-			: -ENOMEM;
+	struct dlc_budget *budget = w->fs->context->budget;
+	char *buf;
+	ssize_t n;
+
+	dlc_budget_acquire(budget, w->size);
+	buf = malloc(w->size);
+	n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino, w->h->direct, buf,
+					w->size, (uint64_t)w->off)
+		: -ENOMEM;
 
 	if (dlc_pending_claim(&w->pending)) {
 		if (n < 0)
@@ -555,6 +580,7 @@ static void read_from_source(struct source_wait *w)
 			fuse_reply_buf(w->pending.req, buf, (size_t)n);
 	}
 	free(buf);
+	dlc_budget_release(budget, w->size);
 }
 
 static void run_source_wait(void *arg)

@@ -113,6 +113,7 @@ struct dlc_chunks {
 	struct dlc_backend *backend;
 	const struct dlc_snapshot *snapshot;
 	struct dlc_stats *stats;
+	struct dlc_budget *budget;      /* pass windows and held bytes; set before serving */
 	uint64_t max_file;
 	bool whole;
 	struct chunk *chunks;
@@ -256,6 +257,11 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 	return 0;
 }
 
+void dlc_chunks_set_budget(struct dlc_chunks *chunks, struct dlc_budget *budget)
+{
+	chunks->budget = budget;
+}
+
 void dlc_chunks_free(struct dlc_chunks *chunks)
 {
 	if (!chunks)
@@ -266,8 +272,13 @@ void dlc_chunks_free(struct dlc_chunks *chunks)
 		if (file)
 			dlc_backend_close(chunks->backend, file);
 	}
-	for (uint64_t i = chunks->held_tail; chunks->held && i < chunks->held_head; i++)
-		free(chunks->held[i % HOLD_SLOTS].data);
+	for (uint64_t i = chunks->held_tail; chunks->held && i < chunks->held_head; i++) {
+		struct held *entry = &chunks->held[i % HOLD_SLOTS];
+
+		if (entry->data)
+			dlc_budget_release(chunks->budget, entry->size);
+		free(entry->data);
+	}
 	pthread_cond_destroy(&chunks->passed);
 	pthread_mutex_destroy(&chunks->lock);
 	pthread_mutex_destroy(&chunks->open_lock);
@@ -561,9 +572,12 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 		if (member.offset + size > end)
 			end = member.offset + size;
 	}
+	dlc_budget_acquire(chunks->budget, cap + 1);
 	window = malloc(cap + 1);
-	if (!window)
+	if (!window) {
+		dlc_budget_release(chunks->budget, cap + 1);
 		return -EAGAIN;
+	}
 	dlc_stats_add(chunks->stats, DLC_STAT_CHUNK_READS, 1);
 	for (uint32_t i = 0; i < chunk->nmembers; i++) {
 		uint32_t m = members[i];
@@ -623,6 +637,7 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 		pass_progress(chunks, chunk, member.offset + size);
 	}
 	free(window);
+	dlc_budget_release(chunks->budget, cap + 1);
 	return result;
 }
 
@@ -684,6 +699,7 @@ static void drop_held(struct dlc_chunks *chunks, struct held *entry)
 	if (!entry->data)
 		return;
 	free(entry->data);
+	dlc_budget_release(chunks->budget, entry->size);
 	entry->data = NULL;
 	chunks->held_bytes -= entry->size;
 	atomic_fetch_sub_explicit(&chunks->held_count, 1, memory_order_relaxed);
@@ -708,9 +724,14 @@ void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, 
 
 	if (!chunks->held || size > HOLD_BYTES || ino > dlc_snapshot_count(chunks->snapshot))
 		return;
-	copy = malloc(size ? size : 1);
-	if (!copy)
+	/* Held bytes are a convenience: a quarter of the budget at most, never a wait. */
+	if (chunks->budget && !dlc_budget_try_acquire(chunks->budget, size, chunks->budget->limit / 4))
 		return;
+	copy = malloc(size ? size : 1);
+	if (!copy) {
+		dlc_budget_release(chunks->budget, size);
+		return;
+	}
 	memcpy(copy, data, size);
 	pthread_mutex_lock(&chunks->hold_lock);
 	entry = find_held(chunks, ino);
@@ -751,5 +772,6 @@ bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 		return false;
 	memcpy(buf, data, size);
 	free(data);
+	dlc_budget_release(chunks->budget, size);
 	return true;
 }

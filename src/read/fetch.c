@@ -75,6 +75,7 @@ struct dlc_fetch {
 	uint64_t max_file;
 	struct dlc_chunks *chunks;      /* packed sources only; NULL for a tree */
 	struct dlc_tier *tier;          /* the cluster tier, or NULL; set before serving */
+	struct dlc_budget *budget;      /* file buffers' bound, or NULL; set before serving */
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when any flight lands */
 	struct flight *flights;         /* guarded by lock */
@@ -103,14 +104,22 @@ struct dlc_fetch {
 /* Largest single read from the source. */
 #define READ_CHUNK (8u << 20)
 
-/* A blob of size bytes, with room for one more (see read_source). */
-static struct dlc_blob *blob_new(uint64_t size)
+/*
+ * A blob of size bytes, with room for one more (see read_source), drawn
+ * from the fetcher's budget: waits for room.
+ */
+static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 {
-	struct dlc_blob *blob = malloc(sizeof(*blob) + size + 1);
+	struct dlc_blob *blob;
 
-	if (!blob)
+	dlc_budget_acquire(fetch->budget, size);
+	blob = malloc(sizeof(*blob) + size + 1);
+	if (!blob) {
+		dlc_budget_release(fetch->budget, size);
 		return NULL;
+	}
 	atomic_init(&blob->refs, 1);
+	blob->budget = fetch->budget;
 	blob->size = size;
 	return blob;
 }
@@ -128,8 +137,10 @@ struct dlc_blob *dlc_blob_get(struct dlc_blob *blob)
 
 void dlc_blob_put(struct dlc_blob *blob)
 {
-	if (blob && atomic_fetch_sub(&blob->refs, 1) == 1)
+	if (blob && atomic_fetch_sub(&blob->refs, 1) == 1) {
+		dlc_budget_release(blob->budget, blob->size);
 		free(blob);
+	}
 }
 
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
@@ -167,6 +178,24 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 void dlc_fetch_set_tier(struct dlc_fetch *fetch, struct dlc_tier *tier)
 {
 	fetch->tier = tier;
+}
+
+void dlc_fetch_set_budget(struct dlc_fetch *fetch, struct dlc_budget *budget)
+{
+	fetch->budget = budget;
+	if (fetch->chunks)
+		dlc_chunks_set_budget(fetch->chunks, budget);
+}
+
+/* Room for a prefetch of size bytes: the budget stays under half full. */
+static bool prefetch_room(struct dlc_fetch *fetch, uint64_t size)
+{
+	if (!fetch->budget)
+		return true;
+	if (!dlc_budget_try_acquire(fetch->budget, size, fetch->budget->limit / 2))
+		return false;
+	dlc_budget_release(fetch->budget, size);
+	return true;
 }
 
 void dlc_fetch_free(struct dlc_fetch *fetch)
@@ -278,7 +307,7 @@ static int read_packed(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *b
 /* Fetches ino from the source as the owner of flight, then lands it. */
 static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
-	struct dlc_blob *blob = blob_new(size);
+	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;
 	char path[4096];
 	int rc;
@@ -438,7 +467,7 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 		*out = blob;
 		return 0;
 	}
-	blob = blob_new(node->size);
+	blob = blob_new(fetch, node->size);
 	if (!blob)
 		return -ENOMEM;
 	if (fetch->chunks && dlc_chunks_take_held(fetch->chunks, ino, blob->data, node->size)) {
@@ -521,7 +550,8 @@ static void *prefetch_worker(void *arg)
 		pthread_mutex_unlock(&fetch->lock);
 
 		node = dlc_snapshot_node(fetch->snapshot, ino);
-		if (!dlc_cache_contains(fetch->cache, ino)) {
+		/* Memory short: the file is left to be an ordinary miss. */
+		if (!dlc_cache_contains(fetch->cache, ino) && prefetch_room(fetch, node->size)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
 			if (obtain(fetch, ino, node->size, &blob) < 0)
 				blob = NULL;

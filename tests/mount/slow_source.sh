@@ -112,4 +112,27 @@ test_a_hung_directory_source_fails_the_read_after_source_timeout() {
 	sleep 4
 }
 
+test_many_large_misses_stay_within_memory_limit() {
+	ALLOWED_LOG='^$'
+	mkdir -p "$SRC/large"
+	for i in $(seq 0 11); do head -c $((6 * 1024 * 1024 + i)) /dev/urandom >"$SRC/large/$i.bin"; done
+	# Twelve readers at once of 6 MiB files, in 32 MiB: some must wait.
+	start_daemon "refresh,cache_max_file=8M,memory_limit=32M,source_delay=100ms"
+	local pids=() i
+	for i in $(seq 0 11); do
+		read_status "large/$i.bin" >"$WORK/large.$i" &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || true
+		expect_eq "large reader $i" "$(cat "$WORK/large.$i")" ok
+	done
+	expect_eq "memory limit" "$(stat_value memory.limit)" $((32 << 20))
+	[ "$(stat_value memory.peak)" -le $((32 << 20)) ] || fail "memory peak $(stat_value memory.peak)"
+	[ "$(stat_value memory.peak)" -ge $((12 << 20)) ] || fail "memory peak only $(stat_value memory.peak)"
+	[ "$(stat_value memory.waits)" -ge 1 ] || fail "no miss waited for memory"
+	expect_eq "memory held with every file closed" "$(stat_value memory.used)" 0
+	rm -rf "$SRC/large"
+}
+
 run_tests

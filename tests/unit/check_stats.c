@@ -263,8 +263,8 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		s = end + 1;
 	}
 	/* 4 identity + the counters + 4, remote_ops 9, cache 6, source_reads 5,
-	 * snapshot 5, lifetime (the counters + 2), and the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 6 + 5 + 5 + DLC_STAT_COUNT + 2);
+	 * memory 6, snapshot 5, lifetime (the counters + 2), the document's braces */
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 6 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);
@@ -282,10 +282,11 @@ START_TEST(test_every_key_once_per_object)
 			  "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hit_ratio", "last_error", "epoch", "scored_samples",
-			  "remote_ops", "cache", "source_reads", "snapshot", "lifetime" } },
+			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission" } },
 		{ "source_reads", { "threads", "running", "queued" } },
+		{ "memory", { "limit", "used", "peak", "waits" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
 		{ "lifetime", { "hits", "misses", "bytes_from_cache", "bytes_from_remote",
 				"admissions", "evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors",

@@ -1,0 +1,102 @@
+/*
+ * budget.c - one bound on the daemon's buffers (see budget.h).
+ *
+ * A counter under a mutex, and a condition broadcast when bytes come back.
+ * Waiters are not queued in order: each wakes and checks whether its
+ * request fits now.  A request larger than the limit passes only when
+ * nothing is held, so the bound is exceeded by at most that one request and
+ * never deadlocks.
+ *
+ * INVARIANTS.  lock guards used, peak and waits; used is the sum of the
+ * bytes taken and not yet released; peak >= used.
+ */
+#include <assert.h>
+
+#include "dlcache/budget.h"
+
+void dlc_budget_init(struct dlc_budget *budget, uint64_t limit)
+{
+	pthread_mutex_init(&budget->lock, NULL);
+	pthread_cond_init(&budget->returned, NULL);
+	budget->limit = limit;
+	budget->used = budget->peak = budget->waits = 0;
+}
+
+void dlc_budget_destroy(struct dlc_budget *budget)
+{
+	pthread_cond_destroy(&budget->returned);
+	pthread_mutex_destroy(&budget->lock);
+}
+
+static bool fits(const struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling)
+{
+	return bytes <= ceiling && budget->used <= ceiling - bytes;
+}
+
+static void take(struct dlc_budget *budget, uint64_t bytes)
+{
+	budget->used += bytes;
+	if (budget->used > budget->peak)
+		budget->peak = budget->used;
+}
+
+void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes)
+{
+	bool waited = false;
+
+	if (!budget)
+		return;
+	pthread_mutex_lock(&budget->lock);
+	while (!fits(budget, bytes, budget->limit) && !(bytes > budget->limit && budget->used == 0)) {
+		waited = true;
+		pthread_cond_wait(&budget->returned, &budget->lock);
+	}
+	if (waited)
+		budget->waits++;
+	take(budget, bytes);
+	pthread_mutex_unlock(&budget->lock);
+}
+
+bool dlc_budget_try_acquire(struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling)
+{
+	bool ok;
+
+	if (!budget)
+		return true;
+	pthread_mutex_lock(&budget->lock);
+	ok = fits(budget, bytes, ceiling < budget->limit ? ceiling : budget->limit);
+	if (ok)
+		take(budget, bytes);
+	pthread_mutex_unlock(&budget->lock);
+	return ok;
+}
+
+void dlc_budget_charge(struct dlc_budget *budget, uint64_t bytes)
+{
+	if (!budget)
+		return;
+	pthread_mutex_lock(&budget->lock);
+	take(budget, bytes);
+	pthread_mutex_unlock(&budget->lock);
+}
+
+void dlc_budget_release(struct dlc_budget *budget, uint64_t bytes)
+{
+	if (!budget || bytes == 0)
+		return;
+	pthread_mutex_lock(&budget->lock);
+	assert(budget->used >= bytes);
+	budget->used -= bytes;
+	pthread_cond_broadcast(&budget->returned);
+	pthread_mutex_unlock(&budget->lock);
+}
+
+void dlc_budget_gauges(struct dlc_budget *budget, struct dlc_budget_gauges *out)
+{
+	pthread_mutex_lock(&budget->lock);
+	out->limit = budget->limit;
+	out->used = budget->used;
+	out->peak = budget->peak;
+	out->waits = budget->waits;
+	pthread_mutex_unlock(&budget->lock);
+}

@@ -99,6 +99,25 @@ struct dlc_simulate_result {
 int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
 			uint32_t capacity, bool pads, struct dlc_simulate_result *out);
 
+/* How much of the order a replay announces to the policy (`prefetch` lines). */
+enum dlc_simulate_announce {
+	DLC_SIMULATE_ANNOUNCE_NONE = 0,
+	DLC_SIMULATE_ANNOUNCE_EPOCH,    /* each epoch's accesses, as the epoch starts */
+	DLC_SIMULATE_ANNOUNCE_AHEAD,    /* those and the next epoch's: one epoch ahead */
+	DLC_SIMULATE_ANNOUNCE_ALL,      /* the whole trace, before the first access */
+};
+
+/*
+ * dlc_simulate_replay without PADS, announcing the order as announce says:
+ * the policy is told each announced access (dlc_policy_announce), each
+ * access is consumed before its lookup (dlc_policy_consume), and each epoch
+ * starts a pass (dlc_policy_begin_pass, the job's `epoch N` line).  Only
+ * importance plans with it.  With NONE it is dlc_simulate_replay.
+ */
+int dlc_simulate_replay_announced(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+				  uint32_t capacity, enum dlc_simulate_announce announce,
+				  struct dlc_simulate_result *out);
+
 /*
  * Belady's MIN with bypass over the trace as given (no reordering): on a
  * miss with the cache full, the one of the cached samples and the missed one

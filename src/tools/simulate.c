@@ -99,8 +99,44 @@ static void pads_reorder(const struct dlc_policy *policy, const uint32_t *ids,
 	}
 }
 
-int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
-			uint32_t capacity, bool pads, struct dlc_simulate_result *out)
+/* Announces the accesses [from, to) of the trace; 0 or -ENOMEM. */
+static int announce_range(struct dlc_policy *policy, const struct dlc_trace *trace, size_t from,
+			  size_t to)
+{
+	for (size_t k = from; k < to && k < trace->length; k++) {
+		int rc = dlc_policy_announce(policy, trace->ids[k] + 1);
+
+		/* A full planner plans less; only memory is an error. */
+		if (rc == -ENOMEM)
+			return rc;
+	}
+	return 0;
+}
+
+/* What the replay announces as epoch `start` (its first access) begins. */
+static int announce_epoch(struct dlc_policy *policy, const struct dlc_trace *trace,
+			  enum dlc_simulate_announce announce, size_t start)
+{
+	size_t epoch = trace->epoch_length;
+
+	switch (announce) {
+	case DLC_SIMULATE_ANNOUNCE_NONE:
+		return 0;
+	case DLC_SIMULATE_ANNOUNCE_EPOCH:
+		return announce_range(policy, trace, start, start + epoch);
+	case DLC_SIMULATE_ANNOUNCE_AHEAD:
+		/* The first epoch and the next; then each epoch announces the one after it. */
+		if (start == 0)
+			return announce_range(policy, trace, 0, 2 * epoch);
+		return announce_range(policy, trace, start + epoch, start + 2 * epoch);
+	case DLC_SIMULATE_ANNOUNCE_ALL:
+		return start == 0 ? announce_range(policy, trace, 0, trace->length) : 0;
+	}
+	return 0;
+}
+
+static int replay(const struct dlc_trace *trace, enum dlc_policy_kind kind, uint32_t capacity,
+		  bool pads, enum dlc_simulate_announce announce, struct dlc_simulate_result *out)
 {
 	struct dlc_ino_list victims = { 0 };
 	struct dlc_policy *policy = NULL;
@@ -146,6 +182,12 @@ int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind
 			ids = pads_ids;
 			updates = pads_updates;
 		}
+		if (announce != DLC_SIMULATE_ANNOUNCE_NONE) {
+			dlc_policy_begin_pass(policy, (uint32_t)(start / trace->epoch_length) + 1);
+			rc = announce_epoch(policy, trace, announce, start);
+			if (rc < 0)
+				goto out;
+		}
 		for (size_t k = 0; k < in_epoch; k++) {
 			uint32_t ino = ids[k] + 1;
 			bool hit;
@@ -154,6 +196,7 @@ int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind
 				scores[ino] = updates[k];
 				dlc_policy_rescore(policy, ino);
 			}
+			dlc_policy_consume(policy, ino);
 			hit = dlc_policy_contains(policy, ino);
 			if (hit) {
 				dlc_policy_hit(policy, ino);
@@ -173,6 +216,19 @@ out:
 	free(pads_ids);
 	free(scores);
 	return rc;
+}
+
+int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+			uint32_t capacity, bool pads, struct dlc_simulate_result *out)
+{
+	return replay(trace, kind, capacity, pads, DLC_SIMULATE_ANNOUNCE_NONE, out);
+}
+
+int dlc_simulate_replay_announced(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+				  uint32_t capacity, enum dlc_simulate_announce announce,
+				  struct dlc_simulate_result *out)
+{
+	return replay(trace, kind, capacity, false, announce, out);
 }
 
 /* --- Belady's MIN ------------------------------------------------------ */

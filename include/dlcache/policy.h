@@ -28,11 +28,12 @@
  *           With an announced order (dlc_policy_announce, `prefetch PATH`
  *           lines) it plans: the order is the future, so a cached entry
  *           whose next announced use is furthest goes first (one with no
- *           announced use before any announced one), and a miss whose next
- *           use is later than all of theirs bypasses: Belady's MIN over the
- *           announced horizon.  Beyond it (a miss not announced again, among
- *           entries not announced) the rule above holds, and a miss not
- *           announced never displaces an announced entry.
+ *           announced use, lowest score first, before any announced one),
+ *           and a miss whose next use is later than all of theirs bypasses:
+ *           Belady's MIN over the announced horizon.  Beyond it (a miss not
+ *           announced again) the rule above holds among the entries not
+ *           announced, ranked by score alone, and a miss not announced
+ *           never displaces an announced entry.
  *
  * The same code runs in the daemon and in the simulator.
  */

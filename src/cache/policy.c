@@ -44,7 +44,8 @@
  *   read_pass[ino] importance only: the pass ino was last read in (0 =
  *                never).  Only entries read in the current pass are evictable
  *                (under a per-epoch shuffle the others are sure hits in it),
- *                so the heap ranks them below every unread entry; a read
+ *                so the heap ranks them below every unread entry (until an
+ *                order is announced: then by score alone); a read
  *                re-keys one entry, a new pass rebuilds the heap.  A pass is
  *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
  *                one is, inferred: a second read of a sample in a pass
@@ -310,6 +311,10 @@ static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
 /*
  * Whether a comes before b in the heap: entries already read in this pass
  * first (the only evictable ones), then unknown scores, then score, then inode.
+ * Once an order is announced the heap holds entries not needed within it,
+ * and what predicts a use beyond the horizon is the score, not this pass's
+ * reads: the pass no longer orders (importance_victim still requires it for
+ * a miss that is not announced, so that rule only gets stricter).
  */
 static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 {
@@ -317,7 +322,7 @@ static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 	float score_b = score_of(policy, b);
 	bool read_a = read_this_pass(policy, a);
 
-	if (read_a != read_this_pass(policy, b))
+	if (policy->planner == NULL && read_a != read_this_pass(policy, b))
 		return read_a;
 	if (isnan(score_a) || isnan(score_b)) {
 		if (isnan(score_a) != isnan(score_b))
@@ -768,6 +773,8 @@ int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino)
 			policy->plan.items = NULL;
 			return -ENOMEM;
 		}
+		/* The heap's order no longer counts the pass (ranks_below). */
+		heap_build(policy, &policy->heap);
 	}
 	return dlc_planner_announce(policy->planner, ino);
 }

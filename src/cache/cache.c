@@ -55,6 +55,7 @@ struct dlc_cache {
 	bool admission;                 /* guarded by lock */
 	int64_t retry_at_ns;            /* guarded by lock: a full disk is tried again then (0: never) */
 	bool full_logged;               /* guarded by lock */
+	bool plan_logged;               /* guarded by lock: an announcement was not planned */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
 	uint8_t *deleting;              /* guarded by lock; bitmap by inode: evicted, its
 					 * file not deleted yet (by its evictor, or by its
@@ -543,6 +544,13 @@ int dlc_cache_announce(struct dlc_cache *cache, uint32_t ino)
 
 	pthread_mutex_lock(&cache->lock);
 	rc = dlc_policy_announce(cache->policy, ino);
+	if (rc < 0 && !cache->plan_logged) {
+		/* Prefetch goes on; admission plans with what it holds. */
+		cache->plan_logged = true;
+		dlc_log(DLC_LOG_WARNING, "an announced order is planned with only in part: %s (logged once)",
+			rc == -ENOSPC ? "16 M announced reads not yet read are held; announce fewer epochs ahead"
+				      : strerror(-rc));
+	}
 	pthread_mutex_unlock(&cache->lock);
 	return rc;
 }

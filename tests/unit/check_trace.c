@@ -6,8 +6,8 @@
  * after its batch, losses fall with visits), DistributedSampler partitions
  * (node 0's share, global ranks), the same trace for the same seed.  The
  * policies: under a plain shuffle whose scores churn, importance never hits
- * less than freeze in any epoch, with or without an announced order; the
- * command prints the churning job's table.
+ * less than freeze in any epoch, announced or not (at each epoch, or one
+ * epoch ahead); the command prints the churning job's table.
  */
 #include <check.h>
 #include <errno.h>
@@ -185,7 +185,7 @@ START_TEST(test_importance_never_below_freeze_with_churning_scores)
 	static const double fractions[] = { 0.1, 0.2, 0.5 };
 	static const uint32_t batches[] = { 32, 256 };
 	static const enum dlc_simulate_announce horizons[] = {
-		DLC_SIMULATE_ANNOUNCE_NONE, DLC_SIMULATE_ANNOUNCE_EPOCH,
+		DLC_SIMULATE_ANNOUNCE_NONE, DLC_SIMULATE_ANNOUNCE_EPOCH, DLC_SIMULATE_ANNOUNCE_AHEAD,
 	};
 	struct dlc_trace trace;
 

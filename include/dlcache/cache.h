@@ -67,6 +67,18 @@ void dlc_cache_reset_scores(struct dlc_cache *cache);
 /* The job wrote `epoch N`: a new admission pass starts (dlc_policy_begin_pass). */
 void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch);
 
+/*
+ * The job announced that ino will be read after the files announced before
+ * it (a `prefetch PATH` line): the importance policy plans with the order
+ * (dlc_policy_announce).  0, -ENOSPC when the plan is full (the line is not
+ * planned), -ENOMEM.
+ */
+int dlc_cache_announce(struct dlc_cache *cache, uint32_t ino);
+
+/* A reader opened ino: its announced line is read (dlc_policy_consume).
+ * Call before looking it up, so that a miss is judged by its next use. */
+void dlc_cache_consume(struct dlc_cache *cache, uint32_t ino);
+
 /* True when ino's bytes are cached and ready to serve. */
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino);
 
@@ -116,6 +128,11 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
  * for the rest of the mount).  Counts admissions, evictions and bypasses.
  */
 bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
+
+/* The same for bytes fetched ahead of the reader by a prefetch: the policy
+ * judges them by the announced use after the one they serve from memory
+ * (dlc_policy_admit_ahead). */
+bool dlc_cache_offer_ahead(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
 
 void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out);
 

@@ -25,6 +25,15 @@
  *           starts is hit in it: importance never falls below freeze.  A pass
  *           is what dlc_policy_begin_pass announces; without announcements it
  *           ends when a sample already read in it is read again.
+ *           With an announced order (dlc_policy_announce, `prefetch PATH`
+ *           lines) it plans: the order is the future, so a cached entry
+ *           whose next announced use is furthest goes first (one with no
+ *           announced use, lowest score first, before any announced one),
+ *           and a miss whose next use is later than all of theirs bypasses:
+ *           Belady's MIN over the announced horizon.  Beyond it (a miss not
+ *           announced again) the rule above holds among the entries not
+ *           announced, ranked by score alone, and a miss not announced
+ *           never displaces an announced entry.
  *
  * The same code runs in the daemon and in the simulator.
  */
@@ -60,7 +69,8 @@ struct dlc_policy; /* opaque */
 /* A policy for inodes 1..max_ino holding at most capacity bytes; NULL on ENOMEM
  * (errno EINVAL for an unknown kind).  Memory: none 0, freeze 8, lru 16,
  * importance 20 bytes per inode (calloc'd, so pages of never-cached inodes
- * cost nothing). */
+ * cost nothing), and once an order is announced 12 more per inode and 8 per
+ * announced line not yet read (planner.h). */
 struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacity,
 				     uint32_t max_ino);
 void dlc_policy_free(struct dlc_policy *policy);
@@ -79,6 +89,34 @@ enum dlc_policy_kind dlc_policy_kind(const struct dlc_policy *policy);
  */
 int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 		     struct dlc_ino_list *victims);
+
+/*
+ * The same for bytes fetched ahead of the reader (a prefetch): they serve
+ * ino's next announced use from memory, so the planner judges ino by the
+ * announced use after that one.  Without an announced order, as
+ * dlc_policy_admit.
+ */
+int dlc_policy_admit_ahead(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
+			   struct dlc_ino_list *victims);
+
+/*
+ * The job announced that ino will be read after everything announced
+ * before it (a `prefetch PATH` line).  0; -ENOSPC when the planner holds
+ * DLC_PLANNER_MAX_LINES unread lines (the line is not planned), -ENOMEM,
+ * -EINVAL for ino outside 1..max_ino.  importance only; other kinds ignore
+ * it (0).
+ */
+int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino);
+
+/*
+ * A reader opened ino: its earliest announced line is read, and the lines
+ * the readers have left behind are dropped (planner.h).  Call before the
+ * hit or the admission of that read.  A no-op without an announced order.
+ */
+void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino);
+
+/* Announced lines not yet read (0 without an announced order). */
+uint64_t dlc_policy_announced(const struct dlc_policy *policy);
 
 /* Records ino as cached without a decision (a persisted entry at mount);
  * 0, or -ENOSPC when it does not fit (then it is not recorded; always for
@@ -124,9 +162,11 @@ uint32_t dlc_policy_entries(const struct dlc_policy *policy);
 uint64_t dlc_policy_capacity(const struct dlc_policy *policy);
 
 /*
- * Checks every internal invariant in O(max_ino): the charges sum to used,
- * the entries are counted, and the lru list or the importance heap (order,
- * positions) holds exactly the cached inodes.  0, or -EUCLEAN.  For tests.
+ * Checks every internal invariant in O(max_ino + announced lines): the
+ * charges sum to used, the entries are counted, the lru list or the
+ * importance heaps (order, positions; planned entries in the plan heap, the
+ * others in the heap by rank) hold exactly the cached inodes, and the
+ * planner's chains are whole.  0, or -EUCLEAN.  For tests.
  */
 int dlc_policy_verify(const struct dlc_policy *policy);
 

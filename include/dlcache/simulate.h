@@ -23,6 +23,14 @@
 #define DLC_SIMULATE_MAX_SAMPLES 1000000000u
 #define DLC_SIMULATE_MAX_LENGTH 4294967295u
 
+/* A score the job writes while the trace runs: sample's score becomes score
+ * just before access number before (0-based, in replay order) is looked up. */
+struct dlc_trace_rescore {
+	uint64_t before;
+	uint32_t sample;
+	float score;
+};
+
 struct dlc_trace {
 	uint32_t samples;       /* sample ids are 0..samples-1 */
 	size_t length;          /* accesses in ids[] */
@@ -31,6 +39,8 @@ struct dlc_trace {
 	float *scores;          /* samples floats: each sample's importance at the start, NaN unknown */
 	float *updates;         /* NULL, or length floats: the score an access sets for its
 				 * sample just before it is looked up, NaN for none */
+	struct dlc_trace_rescore *rescores;     /* NULL, or rescore_count, by before */
+	size_t rescore_count;
 };
 
 /* Frees what a generator or parser allocated and zeroes *trace; NULL is fine. */
@@ -63,6 +73,39 @@ int dlc_simulate_shuffle(uint32_t samples, uint32_t epochs, uint64_t seed,
  */
 int dlc_simulate_sample(uint32_t samples, uint32_t epochs, enum dlc_simulate_weights weights,
 			double sigma, uint64_t seed, struct dlc_trace *out);
+
+/*
+ * A training job whose scores move as training moves them: each sample has a
+ * difficulty d (lognormal, sigma 1) and its loss at its v-th read is
+ * d * 0.7^v times lognormal noise (sigma 0.3), so losses fall with visits
+ * and ranks churn.  After every batch of batch reads per node the job
+ * writes the rank scores (in [0, 1]) of the whole global batch, against a
+ * sorted reference of every sample's latest loss rebuilt at each epoch and
+ * whenever the samples known double (examples/dlcache.py's RankReporter):
+ * the trace's rescores, in effect from the node's next read.  Scores start
+ * unknown.
+ *
+ * The order is per epoch either a uniform permutation (sampled false) or
+ * samples draws with replacement, each sample with probability proportional
+ * to its latest loss (unseen samples: the mean of the known ones), as an
+ * importance sampler would.  world > 1 splits each epoch's global order as
+ * PyTorch's DistributedSampler does (padded with its first indices to a
+ * multiple of world, node r taking positions r, r + world, ...); the trace
+ * is node 0's reads, epoch_length the per-node share, and the scores are the
+ * global ranks every node writes (all-gathered).
+ */
+struct dlc_simulate_churn {
+	uint32_t samples;
+	uint32_t epochs;
+	uint32_t batch;         /* reads per node between score writes, >= 1 */
+	uint32_t world;         /* nodes, >= 1 */
+	bool sampled;           /* draws with replacement by loss, not permutations */
+	uint64_t seed;
+};
+
+/* 0, -EINVAL (a count of 0, or more than DLC_SIMULATE_MAX_SAMPLES / _LENGTH)
+ * or -ENOMEM. */
+int dlc_simulate_churn(const struct dlc_simulate_churn *churn, struct dlc_trace *out);
 
 /*
  * Parses a trace file's text (size bytes, no NUL needed): one access per
@@ -98,6 +141,25 @@ struct dlc_simulate_result {
  */
 int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
 			uint32_t capacity, bool pads, struct dlc_simulate_result *out);
+
+/* How much of the order a replay announces to the policy (`prefetch` lines). */
+enum dlc_simulate_announce {
+	DLC_SIMULATE_ANNOUNCE_NONE = 0,
+	DLC_SIMULATE_ANNOUNCE_EPOCH,    /* each epoch's accesses, as the epoch starts */
+	DLC_SIMULATE_ANNOUNCE_AHEAD,    /* those and the next epoch's: one epoch ahead */
+	DLC_SIMULATE_ANNOUNCE_ALL,      /* the whole trace, before the first access */
+};
+
+/*
+ * dlc_simulate_replay without PADS, announcing the order as announce says:
+ * the policy is told each announced access (dlc_policy_announce), each
+ * access is consumed before its lookup (dlc_policy_consume), and each epoch
+ * starts a pass (dlc_policy_begin_pass, the job's `epoch N` line).  Only
+ * importance plans with it.  With NONE it is dlc_simulate_replay.
+ */
+int dlc_simulate_replay_announced(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+				  uint32_t capacity, enum dlc_simulate_announce announce,
+				  struct dlc_simulate_result *out);
 
 /*
  * Belady's MIN with bypass over the trace as given (no reordering): on a

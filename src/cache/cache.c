@@ -55,6 +55,7 @@ struct dlc_cache {
 	bool admission;                 /* guarded by lock */
 	int64_t retry_at_ns;            /* guarded by lock: a full disk is tried again then (0: never) */
 	bool full_logged;               /* guarded by lock */
+	bool plan_logged;               /* guarded by lock: an announcement was not planned */
 	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
 	uint8_t *deleting;              /* guarded by lock; bitmap by inode: evicted, its
 					 * file not deleted yet (by its evictor, or by its
@@ -392,7 +393,9 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)
 	pthread_mutex_unlock(&cache->lock);
 }
 
-bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size)
+/* dlc_cache_offer and dlc_cache_offer_ahead: ahead picks the admission. */
+static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size,
+		  bool ahead)
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[4096];
@@ -421,7 +424,8 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 	       dlc_policy_capacity(cache->policy))
 		pthread_cond_wait(&cache->deleted, &cache->lock);
 	if (!cache->admission || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
-	    dlc_policy_admit(cache->policy, ino, footprint, &cache->victims) <= 0) {
+	    (ahead ? dlc_policy_admit_ahead : dlc_policy_admit)(cache->policy, ino, footprint,
+								&cache->victims) <= 0) {
 		pthread_mutex_unlock(&cache->lock);
 		goto bypass;
 	}
@@ -522,6 +526,40 @@ bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, ui
 bypass:
 	dlc_stats_add(cache->stats, DLC_STAT_BYPASSES, 1);
 	return false;
+}
+
+bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size)
+{
+	return offer(cache, ino, data, size, false);
+}
+
+bool dlc_cache_offer_ahead(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size)
+{
+	return offer(cache, ino, data, size, true);
+}
+
+int dlc_cache_announce(struct dlc_cache *cache, uint32_t ino)
+{
+	int rc;
+
+	pthread_mutex_lock(&cache->lock);
+	rc = dlc_policy_announce(cache->policy, ino);
+	if (rc < 0 && !cache->plan_logged) {
+		/* Prefetch goes on; admission plans with what it holds. */
+		cache->plan_logged = true;
+		dlc_log(DLC_LOG_WARNING, "an announced order is planned with only in part: %s (logged once)",
+			rc == -ENOSPC ? "16 M announced reads not yet read are held; announce fewer epochs ahead"
+				      : strerror(-rc));
+	}
+	pthread_mutex_unlock(&cache->lock);
+	return rc;
+}
+
+void dlc_cache_consume(struct dlc_cache *cache, uint32_t ino)
+{
+	pthread_mutex_lock(&cache->lock);
+	dlc_policy_consume(cache->policy, ino);
+	pthread_mutex_unlock(&cache->lock);
 }
 
 void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out)

@@ -26,37 +26,50 @@
  *                whose sentinel is links[0]; links[0].next is the most
  *                recently used inode, links[0].prev the least.  An all-zero
  *                array (calloc) is an empty list.
- *   heap[i]      importance only: the cached inodes as a binary min-heap
- *                (children of i at 2i+1 and 2i+2), ordered by rank: unknown
- *                scores (NaN) below every known one, then by score, then by
- *                inode number, so the order is total and every decision is
- *                deterministic whatever the heap's layout.
- *   heap_pos[ino] importance only: where ino sits in heap[], valid while ino
- *                is cached, so a rescore or a removal finds it in O(1).
+ *   heap.items[i] importance only: the cached inodes that have no announced
+ *                use ahead, as a binary min-heap (children of i at 2i+1 and
+ *                2i+2), ordered by rank: unknown scores (NaN) below every
+ *                known one, then by score, then by inode number, so the order
+ *                is total and every decision is deterministic whatever the
+ *                heap's layout.
+ *   plan.items[i] importance only, once an order is announced: the cached
+ *                inodes whose next announced use lies ahead, as a max-heap
+ *                by that use (then inode), so the root is needed last.  An
+ *                entry moves between the heaps when the planner moves its
+ *                next use (plan_moved): an announcement, a read, a line the
+ *                readers skipped.
+ *   heap_pos[ino] importance only: where ino sits in heap or plan, valid while
+ *                ino is cached, so a rescore or a removal finds it in O(1);
+ *                heap_of() tells which heap from plan.items[heap_pos[ino]].
  *   read_pass[ino] importance only: the pass ino was last read in (0 =
  *                never).  Only entries read in the current pass are evictable
  *                (under a per-epoch shuffle the others are sure hits in it),
- *                so the heap ranks them below every unread entry; a read
+ *                so the heap ranks them below every unread entry (until an
+ *                order is announced: then by score alone); a read
  *                re-keys one entry, a new pass rebuilds the heap.  A pass is
  *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
  *                one is, inferred: a second read of a sample in a pass
  *                starts the next.
+ *   planner      importance only, from the first announcement: the announced
+ *                order (planner.c), each inode's upcoming lines.
  *
  * The scores themselves belong to the caller (dlc_policy_set_scores); the
  * policy only reads them, and the caller tells it when one changed so the
  * heap can be re-keyed.
  *
  * Memory per inode: none 0 bytes, freeze 8 bytes, lru 16 bytes, importance
- * 20 bytes (charge 8, heap_pos 4, heap 4, read_pass 4), plus the struct.  The arrays come
- * from calloc, so untouched pages cost nothing until an inode in them is
- * cached.
+ * 20 bytes (charge 8, heap_pos 4, heap 4, read_pass 4), plus the struct, and
+ * with an announced order 12 more (plan 4, the planner's head and tail 8)
+ * and 8 per announced line.  The arrays come from calloc, so untouched pages
+ * cost nothing until an inode in them is cached.
  *
  * Where a policy differs, the code switches on the kind: the admission
  * decision (dlc_policy_admit) and the eviction order (order_insert,
- * order_remove, order_touch, order_victim).  For importance order_victim is
- * the heap root and order_touch a no-op; its admission evicts roots only
- * while they were read in the current pass and are strictly less important
- * than the candidate.
+ * order_remove, order_touch, order_victim).  For importance order_touch is a
+ * no-op and importance_victim picks each victim: without an announced order
+ * the heap's root, while it was read in the current pass and is strictly
+ * less important than the candidate; with one, Belady's MIN over the
+ * announced horizon (see importance_victim).
  */
 #include <assert.h>
 #include <errno.h>
@@ -64,6 +77,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlcache/planner.h"
 #include "dlcache/policy.h"
 
 /* The largest charge that charge[] can store (it holds bytes + 1). */
@@ -77,6 +91,12 @@ struct lru_link {
 	uint32_t next;
 };
 
+/* A binary heap of inodes (children of i at 2i+1 and 2i+2). */
+struct ino_heap {
+	uint32_t *items;
+	uint32_t count;
+};
+
 struct dlc_policy {
 	enum dlc_policy_kind kind;
 	uint32_t max_ino;
@@ -85,9 +105,10 @@ struct dlc_policy {
 	uint64_t used;             /* sum of the charges of cached inodes, <= capacity */
 	uint64_t *charge;          /* bytes + 1 per inode, 0 = not cached; NULL for none */
 	struct lru_link *links;    /* lru only, else NULL */
-	uint32_t *heap;            /* importance only: cached inodes, min-heap by rank */
-	uint32_t *heap_pos;        /* importance only: index in heap[] per cached inode */
-	uint32_t heap_count;       /* importance only: inodes in heap[] */
+	struct ino_heap heap;      /* importance only: cached inodes not planned, min-heap by rank */
+	struct ino_heap plan;      /* importance only: cached inodes planned, max-heap by next use */
+	uint32_t *heap_pos;        /* importance only: index in heap or plan per cached inode */
+	struct dlc_planner *planner; /* importance only: the announced order, NULL until announced */
 	const float *scores;       /* importance only: the caller's, NULL = all unknown */
 	uint32_t *read_pass;       /* importance only: the pass ino was last read in, 0 = never */
 	uint32_t pass;             /* importance only: the current pass, from 1 */
@@ -188,8 +209,8 @@ struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacit
 	}
 	if (kind == DLC_POLICY_IMPORTANCE) {
 		/* slots, not max_ino: calloc(0) may be NULL, and one spare is cheap. */
-		policy->heap = calloc(slots, sizeof(*policy->heap));
-		if (policy->heap == NULL)
+		policy->heap.items = calloc(slots, sizeof(*policy->heap.items));
+		if (policy->heap.items == NULL)
 			goto err_charge;
 		policy->heap_pos = calloc(slots, sizeof(*policy->heap_pos));
 		if (policy->heap_pos == NULL)
@@ -204,7 +225,7 @@ struct dlc_policy *dlc_policy_create(enum dlc_policy_kind kind, uint64_t capacit
 err_heap_pos:
 	free(policy->heap_pos);
 err_heap:
-	free(policy->heap);
+	free(policy->heap.items);
 err_charge:
 	free(policy->charge);
 err_policy:
@@ -218,9 +239,11 @@ void dlc_policy_free(struct dlc_policy *policy)
 {
 	if (policy == NULL)
 		return;
+	dlc_planner_free(policy->planner);
+	free(policy->plan.items);
 	free(policy->read_pass);
 	free(policy->heap_pos);
-	free(policy->heap);
+	free(policy->heap.items);
 	free(policy->links);
 	free(policy->charge);
 	free(policy);
@@ -288,6 +311,10 @@ static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
 /*
  * Whether a comes before b in the heap: entries already read in this pass
  * first (the only evictable ones), then unknown scores, then score, then inode.
+ * Once an order is announced the heap holds entries not needed within it,
+ * and what predicts a use beyond the horizon is the score, not this pass's
+ * reads: the pass no longer orders (importance_victim still requires it for
+ * a miss that is not announced, so that rule only gets stricter).
  */
 static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 {
@@ -295,7 +322,7 @@ static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 	float score_b = score_of(policy, b);
 	bool read_a = read_this_pass(policy, a);
 
-	if (read_a != read_this_pass(policy, b))
+	if (policy->planner == NULL && read_a != read_this_pass(policy, b))
 		return read_a;
 	if (isnan(score_a) || isnan(score_b)) {
 		if (isnan(score_a) != isnan(score_b))
@@ -314,34 +341,69 @@ static bool less_important(const struct dlc_policy *policy, uint32_t ino, float 
 	return isnan(cached_score) || cached_score < score;
 }
 
-static void heap_place(struct dlc_policy *policy, uint32_t index, uint32_t ino)
+/*
+ * The announced order: the position of ino's next announced use, or
+ * DLC_PLANNER_NEVER (beyond the horizon, or nothing announced).
+ */
+static uint64_t next_use(const struct dlc_policy *policy, uint32_t ino)
 {
-	policy->heap[index] = ino;
+	return policy->planner != NULL ? dlc_planner_next_use(policy->planner, ino)
+				       : DLC_PLANNER_NEVER;
+}
+
+/* Whether ino belongs in the plan heap (its next use is announced). */
+static bool planned(const struct dlc_policy *policy, uint32_t ino)
+{
+	return next_use(policy, ino) != DLC_PLANNER_NEVER;
+}
+
+/* Whether a comes before b in the plan heap: the furthest next use first. */
+static bool used_later(const struct dlc_policy *policy, uint32_t a, uint32_t b)
+{
+	uint64_t use_a = next_use(policy, a);
+	uint64_t use_b = next_use(policy, b);
+
+	if (use_a != use_b)
+		return use_a > use_b;
+	return a < b;
+}
+
+/* The two heaps share the code below; each has its own order. */
+static bool heap_before(const struct dlc_policy *policy, const struct ino_heap *heap,
+			uint32_t a, uint32_t b)
+{
+	return heap == &policy->plan ? used_later(policy, a, b) : ranks_below(policy, a, b);
+}
+
+static void heap_place(struct dlc_policy *policy, struct ino_heap *heap, uint32_t index,
+		       uint32_t ino)
+{
+	heap->items[index] = ino;
 	policy->heap_pos[ino] = index;
 }
 
 /* Moves the inode at index towards the root; returns whether it moved. */
-static bool heap_sift_up(struct dlc_policy *policy, uint32_t index)
+static bool heap_sift_up(struct dlc_policy *policy, struct ino_heap *heap, uint32_t index)
 {
-	uint32_t ino = policy->heap[index];
+	uint32_t ino = heap->items[index];
 	uint32_t start = index;
 
 	while (index > 0) {
 		uint32_t parent = (index - 1) / 2;
 
-		if (!ranks_below(policy, ino, policy->heap[parent]))
+		if (!heap_before(policy, heap, ino, heap->items[parent]))
 			break;
-		heap_place(policy, index, policy->heap[parent]);
+		heap_place(policy, heap, index, heap->items[parent]);
 		index = parent;
 	}
-	heap_place(policy, index, ino);
+	heap_place(policy, heap, index, ino);
 	return index != start;
 }
 
-static void heap_sift_down(struct dlc_policy *policy, uint32_t index)
+static void heap_sift_down(struct dlc_policy *policy, struct ino_heap *heap, uint32_t index)
 {
-	uint32_t ino = policy->heap[index];
-	uint32_t count = policy->heap_count;
+	uint32_t ino = heap->items[index];
+	uint32_t count = heap->count;
 
 	for (;;) {
 		/* 64-bit: 2 * index + 1 overflows 32 bits for the largest heaps. */
@@ -350,47 +412,78 @@ static void heap_sift_down(struct dlc_policy *policy, uint32_t index)
 		if (child >= count)
 			break;
 		if (child + 1 < count &&
-		    ranks_below(policy, policy->heap[child + 1], policy->heap[child]))
+		    heap_before(policy, heap, heap->items[child + 1], heap->items[child]))
 			child++;
-		if (!ranks_below(policy, policy->heap[child], ino))
+		if (!heap_before(policy, heap, heap->items[child], ino))
 			break;
-		heap_place(policy, index, policy->heap[child]);
+		heap_place(policy, heap, index, heap->items[child]);
 		index = (uint32_t)child;
 	}
-	heap_place(policy, index, ino);
+	heap_place(policy, heap, index, ino);
 }
 
 /* The inode at index changed rank: restores the heap order around it. */
-static void heap_fix(struct dlc_policy *policy, uint32_t index)
+static void heap_fix(struct dlc_policy *policy, struct ino_heap *heap, uint32_t index)
 {
-	if (!heap_sift_up(policy, index))
-		heap_sift_down(policy, index);
+	if (!heap_sift_up(policy, heap, index))
+		heap_sift_down(policy, heap, index);
 }
 
-static void heap_push(struct dlc_policy *policy, uint32_t ino)
+static void heap_push(struct dlc_policy *policy, struct ino_heap *heap, uint32_t ino)
 {
-	assert(policy->heap_count < policy->max_ino + 1);
-	heap_place(policy, policy->heap_count++, ino);
-	heap_sift_up(policy, policy->heap_count - 1);
+	assert(heap->count < policy->max_ino + 1);
+	heap_place(policy, heap, heap->count++, ino);
+	heap_sift_up(policy, heap, heap->count - 1);
 }
 
-static void heap_delete(struct dlc_policy *policy, uint32_t ino)
+static void heap_delete(struct dlc_policy *policy, struct ino_heap *heap, uint32_t ino)
 {
 	uint32_t index = policy->heap_pos[ino];
-	uint32_t last = policy->heap[--policy->heap_count];
+	uint32_t last = heap->items[--heap->count];
 
-	assert(policy->heap[index] == ino);
-	if (index == policy->heap_count)
+	assert(heap->items[index] == ino);
+	if (index == heap->count)
 		return;
-	heap_place(policy, index, last);
-	heap_fix(policy, index);
+	heap_place(policy, heap, index, last);
+	heap_fix(policy, heap, index);
 }
 
 /* Floyd's bottom-up construction: O(n) for a heap whose every key changed. */
-static void heap_build(struct dlc_policy *policy)
+static void heap_build(struct dlc_policy *policy, struct ino_heap *heap)
 {
-	for (uint32_t index = policy->heap_count / 2; index-- > 0;)
-		heap_sift_down(policy, index);
+	for (uint32_t index = heap->count / 2; index-- > 0;)
+		heap_sift_down(policy, heap, index);
+}
+
+/* The heap that holds cached ino now (its next use may just have changed). */
+static struct ino_heap *heap_of(struct dlc_policy *policy, uint32_t ino)
+{
+	uint32_t index = policy->heap_pos[ino];
+
+	if (index < policy->plan.count && policy->plan.items[index] == ino)
+		return &policy->plan;
+	return &policy->heap;
+}
+
+/* The heap that cached ino belongs in, by its next use. */
+static struct ino_heap *heap_for(struct dlc_policy *policy, uint32_t ino)
+{
+	return planned(policy, ino) ? &policy->plan : &policy->heap;
+}
+
+/* Cached ino's rank changed (its score, its pass or its next use): it is
+ * re-keyed, moving to the other heap if its next use came or went. */
+static void entry_fix(struct dlc_policy *policy, uint32_t ino)
+{
+	struct ino_heap *from = heap_of(policy, ino);
+	struct ino_heap *to = heap_for(policy, ino);
+
+	if (from == to) {
+		heap_fix(policy, from, policy->heap_pos[ino]);
+		return;
+	}
+	heap_delete(policy, from, ino);
+	heap_push(policy, to, ino);
 }
 
 static void order_insert(struct dlc_policy *policy, uint32_t ino)
@@ -398,7 +491,7 @@ static void order_insert(struct dlc_policy *policy, uint32_t ino)
 	if (policy->kind == DLC_POLICY_LRU)
 		lru_push_front(policy->links, ino);
 	else if (policy->kind == DLC_POLICY_IMPORTANCE)
-		heap_push(policy, ino);
+		heap_push(policy, heap_for(policy, ino), ino);
 }
 
 static void order_remove(struct dlc_policy *policy, uint32_t ino)
@@ -406,7 +499,7 @@ static void order_remove(struct dlc_policy *policy, uint32_t ino)
 	if (policy->kind == DLC_POLICY_LRU)
 		lru_unlink(policy->links, ino);
 	else if (policy->kind == DLC_POLICY_IMPORTANCE)
-		heap_delete(policy, ino);
+		heap_delete(policy, heap_of(policy, ino), ino);
 }
 
 static void order_touch(struct dlc_policy *policy, uint32_t ino)
@@ -417,14 +510,10 @@ static void order_touch(struct dlc_policy *policy, uint32_t ino)
 	}
 }
 
-/* The inode to evict first, 0 when there is none. */
+/* The inode to evict first (lru only: the walk of evict_and_admit). */
 static uint32_t order_victim(const struct dlc_policy *policy)
 {
-	if (policy->kind == DLC_POLICY_LRU)
-		return policy->links[0].prev;
-	if (policy->kind == DLC_POLICY_IMPORTANCE && policy->heap_count > 0)
-		return policy->heap[0];
-	return 0;
+	return policy->kind == DLC_POLICY_LRU ? policy->links[0].prev : 0;
 }
 
 /* Accounting shared by every policy. */
@@ -490,17 +579,51 @@ static int evict_and_admit(struct dlc_policy *policy, uint32_t ino, uint64_t byt
 }
 
 /*
- * importance: admits when there is room; otherwise, for a known score only,
- * pops the heap's minima while ino does not fit and each is strictly less
- * important than ino.  When those cannot make room (or the victim list cannot
- * grow), the popped minima are pushed back and nothing is evicted: the cached
- * set is as it was, and since the heap order is total no later decision can
- * tell that the heap's layout changed.
+ * importance: the next victim for a candidate whose next announced use is
+ * use (DLC_PLANNER_NEVER: none) and whose score is score, or 0 when no
+ * cached entry may go for it.
+ *
+ * Beyond the announced horizon (the heap of entries not planned) the rule
+ * is the scores': the victim must have been read in the current pass and be
+ * strictly less important than the candidate.  A candidate that is
+ * announced outranks all of those (they are needed later than it: not
+ * within the horizon), whatever their scores, and then the planned entries
+ * whose next use is later than its own, the furthest first: Belady's MIN
+ * over the announced horizon.  A candidate not announced never displaces an
+ * announced entry.
+ */
+static uint32_t importance_victim(const struct dlc_policy *policy, uint64_t use, float score)
+{
+	if (policy->heap.count > 0) {
+		uint32_t victim = policy->heap.items[0];
+
+		if (use != DLC_PLANNER_NEVER)
+			return victim;
+		if (!isnan(score) && read_this_pass(policy, victim) &&
+		    less_important(policy, victim, score))
+			return victim;
+		return 0;
+	}
+	if (policy->plan.count > 0 && use != DLC_PLANNER_NEVER &&
+	    next_use(policy, policy->plan.items[0]) > use)
+		return policy->plan.items[0];
+	return 0;
+}
+
+/*
+ * importance: admits when there is room; otherwise pops victims
+ * (importance_victim) while ino does not fit.  When they cannot make room
+ * (or the victim list cannot grow), the popped entries are pushed back and
+ * nothing is evicted: the cached set is as it was, and since both heap
+ * orders are total no later decision can tell that a heap's layout changed.
+ * ahead: the bytes serve ino's next announced use from memory (a prefetch),
+ * so ino is judged by the use after that one.
  */
 static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
-			    struct dlc_ino_list *victims)
+			    bool ahead, struct dlc_ino_list *victims)
 {
 	float score = score_of(policy, ino);
+	uint64_t use = next_use(policy, ino);
 	uint64_t freed = 0;
 	int rc = 0;
 
@@ -508,19 +631,19 @@ static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t by
 		record(policy, ino, bytes);
 		return 1;
 	}
-	if (bytes > policy->capacity || bytes > MAX_CHARGE || isnan(score))
+	if (bytes > policy->capacity || bytes > MAX_CHARGE)
 		return 0;
+	if (ahead && policy->planner != NULL)
+		use = dlc_planner_second_use(policy->planner, ino);
 	while (bytes > policy->capacity - (policy->used - freed)) {
-		uint32_t victim = order_victim(policy);
+		uint32_t victim = importance_victim(policy, use, score);
 
-		/* Every charge not yet freed is in the heap, and bytes <= capacity. */
-		assert(victim != 0);
-		if (!read_this_pass(policy, victim) || !less_important(policy, victim, score))
+		if (victim == 0)
 			goto refuse;
 		rc = ino_list_reserve(victims, victims->count + 1);
 		if (rc < 0)
 			goto refuse;
-		heap_delete(policy, victim);
+		heap_delete(policy, heap_of(policy, victim), victim);
 		victims->items[victims->count++] = victim;
 		freed += charged(policy, victim);
 	}
@@ -531,7 +654,7 @@ static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t by
 
 refuse:
 	for (size_t i = victims->count; i-- > 0;)
-		heap_push(policy, victims->items[i]);
+		heap_push(policy, heap_for(policy, victims->items[i]), victims->items[i]);
 	victims->count = 0;
 	return rc;
 }
@@ -544,7 +667,7 @@ static void next_pass(struct dlc_policy *policy)
 		memset(policy->read_pass, 0, ((size_t)policy->max_ino + 1) * sizeof(*policy->read_pass));
 		policy->pass = 1;
 	}
-	heap_build(policy);
+	heap_build(policy, &policy->heap);
 }
 
 /*
@@ -563,7 +686,7 @@ static void note_read(struct dlc_policy *policy, uint32_t ino)
 		return;
 	policy->read_pass[ino] = policy->pass;
 	if (is_cached(policy, ino))
-		heap_fix(policy, policy->heap_pos[ino]);
+		entry_fix(policy, ino);
 }
 
 void dlc_policy_begin_pass(struct dlc_policy *policy, uint32_t epoch)
@@ -582,8 +705,8 @@ uint32_t dlc_policy_pass(const struct dlc_policy *policy)
 	return policy->pass;
 }
 
-int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
-		     struct dlc_ino_list *victims)
+static int admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes, bool ahead,
+		 struct dlc_ino_list *victims)
 {
 	victims->count = 0;
 	if (!ino_valid(policy, ino))
@@ -605,9 +728,66 @@ int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 		return 0;
 	case DLC_POLICY_IMPORTANCE:
 		note_read(policy, ino);
-		return importance_admit(policy, ino, bytes, victims);
+		return importance_admit(policy, ino, bytes, ahead, victims);
 	}
 	return 0;
+}
+
+int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
+		     struct dlc_ino_list *victims)
+{
+	return admit(policy, ino, bytes, false, victims);
+}
+
+int dlc_policy_admit_ahead(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
+			   struct dlc_ino_list *victims)
+{
+	return admit(policy, ino, bytes, true, victims);
+}
+
+/* The planner moved ino's next use: a cached ino is re-keyed (or changes heap). */
+static void plan_moved(void *arg, uint32_t ino, uint64_t before)
+{
+	struct dlc_policy *policy = arg;
+
+	(void)before;
+	if (is_cached(policy, ino))
+		entry_fix(policy, ino);
+}
+
+int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino)
+{
+	if (!ino_valid(policy, ino))
+		return -EINVAL;
+	if (policy->kind != DLC_POLICY_IMPORTANCE)
+		return 0;
+	if (policy->planner == NULL) {
+		size_t slots = (size_t)policy->max_ino + 1;
+
+		policy->plan.items = calloc(slots, sizeof(*policy->plan.items));
+		policy->planner = dlc_planner_create(policy->max_ino, plan_moved, policy);
+		if (policy->plan.items == NULL || policy->planner == NULL) {
+			dlc_planner_free(policy->planner);
+			free(policy->plan.items);
+			policy->planner = NULL;
+			policy->plan.items = NULL;
+			return -ENOMEM;
+		}
+		/* The heap's order no longer counts the pass (ranks_below). */
+		heap_build(policy, &policy->heap);
+	}
+	return dlc_planner_announce(policy->planner, ino);
+}
+
+void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino)
+{
+	if (policy->planner != NULL)
+		(void)dlc_planner_consume(policy->planner, ino);
+}
+
+uint64_t dlc_policy_announced(const struct dlc_policy *policy)
+{
+	return policy->planner != NULL ? dlc_planner_lines(policy->planner) : 0;
 }
 
 int dlc_policy_restore(struct dlc_policy *policy, uint32_t ino, uint64_t bytes)
@@ -645,20 +825,20 @@ void dlc_policy_set_scores(struct dlc_policy *policy, const float *scores)
 		return;
 	policy->scores = scores;
 	/* Restored entries were keyed by the old scores (none). */
-	heap_build(policy);
+	heap_build(policy, &policy->heap);
 }
 
 void dlc_policy_rescore(struct dlc_policy *policy, uint32_t ino)
 {
 	if (policy->kind == DLC_POLICY_IMPORTANCE && ino_valid(policy, ino) &&
-	    is_cached(policy, ino))
-		heap_fix(policy, policy->heap_pos[ino]);
+	    is_cached(policy, ino) && heap_of(policy, ino) == &policy->heap)
+		heap_fix(policy, &policy->heap, policy->heap_pos[ino]);
 }
 
 void dlc_policy_rescore_all(struct dlc_policy *policy)
 {
 	if (policy->kind == DLC_POLICY_IMPORTANCE)
-		heap_build(policy);
+		heap_build(policy, &policy->heap);
 }
 
 bool dlc_policy_contains(const struct dlc_policy *policy, uint32_t ino)
@@ -696,22 +876,32 @@ static bool lru_consistent(const struct dlc_policy *policy)
 	return count == policy->entries && links[links[0].next].prev == 0;
 }
 
-static bool heap_consistent(const struct dlc_policy *policy)
+/* One heap: positions right, order kept, each entry in the heap its next use says. */
+static bool heap_consistent(const struct dlc_policy *policy, const struct ino_heap *heap)
 {
-	if (policy->heap_count != policy->entries)
-		return false;
-	for (uint32_t index = 0; index < policy->heap_count; index++) {
-		uint32_t ino = policy->heap[index];
+	for (uint32_t index = 0; index < heap->count; index++) {
+		uint32_t ino = heap->items[index];
 
 		if (!ino_valid(policy, ino) || !is_cached(policy, ino) ||
 		    policy->heap_pos[ino] != index)
 			return false;
-		if (index > 0 && ranks_below(policy, ino, policy->heap[(index - 1) / 2]))
+		if (index > 0 && heap_before(policy, heap, ino, heap->items[(index - 1) / 2]))
 			return false;
 		if (policy->read_pass[ino] > policy->pass)
 			return false;
+		if (planned(policy, ino) != (heap == &policy->plan))
+			return false;
 	}
 	return true;
+}
+
+static bool importance_consistent(const struct dlc_policy *policy)
+{
+	if (policy->heap.count + policy->plan.count != policy->entries)
+		return false;
+	if (policy->planner != NULL && dlc_planner_verify(policy->planner) < 0)
+		return false;
+	return heap_consistent(policy, &policy->heap) && heap_consistent(policy, &policy->plan);
 }
 
 int dlc_policy_verify(const struct dlc_policy *policy)
@@ -735,7 +925,7 @@ int dlc_policy_verify(const struct dlc_policy *policy)
 		return -EUCLEAN;
 	if (policy->kind == DLC_POLICY_LRU && !lru_consistent(policy))
 		return -EUCLEAN;
-	if (policy->kind == DLC_POLICY_IMPORTANCE && !heap_consistent(policy))
+	if (policy->kind == DLC_POLICY_IMPORTANCE && !importance_consistent(policy))
 		return -EUCLEAN;
 	return 0;
 }

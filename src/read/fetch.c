@@ -18,7 +18,10 @@
  * entries it has passed are skipped.  Staged plus in-flight prefetches never
  * exceed the window (prefetch_window files, PREFETCH_WINDOW_BYTES bytes), so
  * the prefetcher stays a bounded distance ahead, and what it holds for the
- * reader is in memory, where no eviction can take it.
+ * reader is in memory, where no eviction can take it.  The cache plans with
+ * the same order: each announced file is told to it (dlc_cache_announce),
+ * each open of a reader moves it on (dlc_cache_consume), and a prefetch
+ * offers its bytes as fetched ahead (dlc_cache_offer_ahead).
  *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
@@ -52,6 +55,7 @@ struct flight {
 	uint32_t ino;
 	unsigned refs;
 	bool landed;
+	bool ahead;                     /* flown by a prefetch worker, ahead of the reader */
 	int rc;
 	struct dlc_blob *blob;          /* one reference held by the flight once landed */
 	struct flight *next;
@@ -304,6 +308,17 @@ static int read_packed(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *b
 	return dlc_chunks_read_file(fetch->chunks, ino, blob->data, blob->size);
 }
 
+/* Offers the bytes of flight's file to the cache; a prefetch's serve the
+ * reader from memory, so admission judges them by the use after that. */
+static void offer_fetched(struct dlc_fetch *fetch, const struct flight *flight,
+			  const void *data, uint64_t size)
+{
+	if (flight->ahead)
+		dlc_cache_offer_ahead(fetch->cache, flight->ino, data, size);
+	else
+		dlc_cache_offer(fetch->cache, flight->ino, data, size);
+}
+
 /* Fetches ino from the source as the owner of flight, then lands it. */
 static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
@@ -314,14 +329,14 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 
 	/* The cluster tier, between the local cache and the source: never fatal. */
 	if (blob && fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size) == 0) {
-		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+		offer_fetched(fetch, flight, blob->data, size);
 		rc = 0;
 		goto land;
 	}
 	if (blob && fetch->chunks) {
 		rc = read_packed(fetch, flight->ino, blob, &offered);
 		if (rc == 0 && !offered)
-			dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+			offer_fetched(fetch, flight, blob->data, size);
 		if (rc == 0 && fetch->tier)
 			dlc_tier_offer(fetch->tier, flight->ino, blob->data, size,
 				       dlc_cache_score(fetch->cache, flight->ino));
@@ -332,7 +347,7 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 		rc = read_source(fetch, path, blob);
 	if (rc == 0) {
 		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_REMOTE, size);
-		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
+		offer_fetched(fetch, flight, blob->data, size);
 		if (fetch->tier)
 			dlc_tier_offer(fetch->tier, flight->ino, blob->data, size,
 				       dlc_cache_score(fetch->cache, flight->ino));
@@ -367,10 +382,12 @@ land:
 }
 
 /*
- * Joins the flight for ino, or starts and flies it, and waits for it to land.
- * On success *out (when out is not NULL) holds a reference to the bytes.
+ * Joins the flight for ino, or starts and flies it (ahead: for a prefetch),
+ * and waits for it to land.  On success *out (when out is not NULL) holds a
+ * reference to the bytes.
  */
-static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, struct dlc_blob **out)
+static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, bool ahead,
+		  struct dlc_blob **out)
 {
 	struct flight *flight;
 	bool owner = false;
@@ -387,6 +404,7 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, struct d
 			return -ENOMEM;
 		}
 		flight->ino = ino;
+		flight->ahead = ahead;
 		flight->next = fetch->flights;
 		fetch->flights = flight;
 		owner = true;
@@ -446,6 +464,7 @@ static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino)
 
 	if (!atomic_load_explicit(&fetch->planning, memory_order_acquire))
 		return NULL;
+	dlc_cache_consume(fetch->cache, ino);
 	pthread_mutex_lock(&fetch->lock);
 	staged = reader_opened(fetch, ino);
 	pthread_mutex_unlock(&fetch->lock);
@@ -486,7 +505,7 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	}
 	dlc_blob_put(blob);
 	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
-	return obtain(fetch, ino, node->size, out);
+	return obtain(fetch, ino, node->size, false, out);
 }
 
 int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
@@ -512,6 +531,9 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 	fd = dlc_cache_open_checked(fetch->cache, ino);
 	if (fd < 0)
 		return fd;
+	/* Only now: after -ESTALE the caller's dlc_fetch_get consumes the line. */
+	if (atomic_load_explicit(&fetch->planning, memory_order_acquire))
+		dlc_cache_consume(fetch->cache, ino);
 	dlc_cache_hit(fetch->cache, ino);
 	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
@@ -553,7 +575,7 @@ static void *prefetch_worker(void *arg)
 		/* Memory short: the file is left to be an ordinary miss. */
 		if (!dlc_cache_contains(fetch->cache, ino) && prefetch_room(fetch, node->size)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
-			if (obtain(fetch, ino, node->size, &blob) < 0)
+			if (obtain(fetch, ino, node->size, true, &blob) < 0)
 				blob = NULL;
 		}
 
@@ -619,6 +641,8 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 
 	if (!node || !S_ISREG(node->mode) || node->size > fetch->max_file)
 		return false;
+	/* Outside fetch->lock: the cache's lock never nests inside it. */
+	(void)dlc_cache_announce(fetch->cache, ino);
 	pthread_mutex_lock(&fetch->lock);
 	if (!fetch->announced) {
 		fetch->announced = calloc((size_t)dlc_snapshot_count(fetch->snapshot) + 1,

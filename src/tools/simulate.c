@@ -55,6 +55,8 @@
 #define MAX_EPOCHS 100000u
 #define MAX_FRACTIONS 32
 #define MAX_THREADS 16
+#define DEFAULT_BATCH 256u
+#define MAX_WORLD 4096u
 
 /* --- replay through a policy ------------------------------------------- */
 
@@ -64,6 +66,11 @@ static int check_trace(const struct dlc_trace *trace)
 		return -EINVAL;
 	for (size_t k = 0; k < trace->length; k++) {
 		if (trace->ids[k] >= trace->samples)
+			return -EINVAL;
+	}
+	for (size_t r = 0; r < trace->rescore_count; r++) {
+		if (trace->rescores[r].sample >= trace->samples ||
+		    (r > 0 && trace->rescores[r].before < trace->rescores[r - 1].before))
 			return -EINVAL;
 	}
 	return 0;
@@ -99,14 +106,51 @@ static void pads_reorder(const struct dlc_policy *policy, const uint32_t *ids,
 	}
 }
 
-int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
-			uint32_t capacity, bool pads, struct dlc_simulate_result *out)
+/* Announces the accesses [from, to) of the trace; 0 or -ENOMEM. */
+static int announce_range(struct dlc_policy *policy, const struct dlc_trace *trace, size_t from,
+			  size_t to)
+{
+	for (size_t k = from; k < to && k < trace->length; k++) {
+		int rc = dlc_policy_announce(policy, trace->ids[k] + 1);
+
+		/* A full planner plans less; only memory is an error. */
+		if (rc == -ENOMEM)
+			return rc;
+	}
+	return 0;
+}
+
+/* What the replay announces as epoch `start` (its first access) begins. */
+static int announce_epoch(struct dlc_policy *policy, const struct dlc_trace *trace,
+			  enum dlc_simulate_announce announce, size_t start)
+{
+	size_t epoch = trace->epoch_length;
+
+	switch (announce) {
+	case DLC_SIMULATE_ANNOUNCE_NONE:
+		return 0;
+	case DLC_SIMULATE_ANNOUNCE_EPOCH:
+		return announce_range(policy, trace, start, start + epoch);
+	case DLC_SIMULATE_ANNOUNCE_AHEAD:
+		/* The first epoch and the next; then each epoch announces the one after it. */
+		if (start == 0)
+			return announce_range(policy, trace, 0, 2 * epoch);
+		return announce_range(policy, trace, start + epoch, start + 2 * epoch);
+	case DLC_SIMULATE_ANNOUNCE_ALL:
+		return start == 0 ? announce_range(policy, trace, 0, trace->length) : 0;
+	}
+	return 0;
+}
+
+static int replay(const struct dlc_trace *trace, enum dlc_policy_kind kind, uint32_t capacity,
+		  bool pads, enum dlc_simulate_announce announce, struct dlc_simulate_result *out)
 {
 	struct dlc_ino_list victims = { 0 };
 	struct dlc_policy *policy = NULL;
 	uint32_t *pads_ids = NULL;
 	float *pads_updates = NULL;
 	float *scores = NULL;
+	size_t rescored = 0;    /* trace->rescores applied */
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -146,14 +190,29 @@ int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind
 			ids = pads_ids;
 			updates = pads_updates;
 		}
+		if (announce != DLC_SIMULATE_ANNOUNCE_NONE) {
+			dlc_policy_begin_pass(policy, (uint32_t)(start / trace->epoch_length) + 1);
+			rc = announce_epoch(policy, trace, announce, start);
+			if (rc < 0)
+				goto out;
+		}
 		for (size_t k = 0; k < in_epoch; k++) {
 			uint32_t ino = ids[k] + 1;
 			bool hit;
 
+			/* The scores the job wrote since the last read (by position). */
+			for (; rescored < trace->rescore_count &&
+			       trace->rescores[rescored].before <= start + k; rescored++) {
+				uint32_t sample = trace->rescores[rescored].sample + 1;
+
+				scores[sample] = trace->rescores[rescored].score;
+				dlc_policy_rescore(policy, sample);
+			}
 			if (updates != NULL && !isnan(updates[k])) {
 				scores[ino] = updates[k];
 				dlc_policy_rescore(policy, ino);
 			}
+			dlc_policy_consume(policy, ino);
 			hit = dlc_policy_contains(policy, ino);
 			if (hit) {
 				dlc_policy_hit(policy, ino);
@@ -173,6 +232,19 @@ out:
 	free(pads_ids);
 	free(scores);
 	return rc;
+}
+
+int dlc_simulate_replay(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+			uint32_t capacity, bool pads, struct dlc_simulate_result *out)
+{
+	return replay(trace, kind, capacity, pads, DLC_SIMULATE_ANNOUNCE_NONE, out);
+}
+
+int dlc_simulate_replay_announced(const struct dlc_trace *trace, enum dlc_policy_kind kind,
+				  uint32_t capacity, enum dlc_simulate_announce announce,
+				  struct dlc_simulate_result *out)
+{
+	return replay(trace, kind, capacity, false, announce, out);
 }
 
 /* --- Belady's MIN ------------------------------------------------------ */
@@ -313,19 +385,40 @@ struct simulate_options {
 	uint64_t seed;
 	double fractions[MAX_FRACTIONS];
 	size_t fraction_count;
+	uint32_t batch;                 /* churn traces: reads per node between score writes */
+	bool batch_given;
+	uint32_t world;                 /* churn traces: DistributedSampler's nodes */
+	bool world_given;
+	enum dlc_simulate_announce announce;
 };
+
+static const char *const announce_names[] = {
+	[DLC_SIMULATE_ANNOUNCE_NONE] = "none",
+	[DLC_SIMULATE_ANNOUNCE_EPOCH] = "epoch",
+	[DLC_SIMULATE_ANNOUNCE_AHEAD] = "ahead",
+	[DLC_SIMULATE_ANNOUNCE_ALL] = "all",
+};
+
+static bool is_churn(const char *trace)
+{
+	return strcmp(trace, "churn") == 0 || strcmp(trace, "churn-sampled") == 0;
+}
 
 static void simulate_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: dlcache simulate [--trace uniform|importance|FILE] [--samples N] [--epochs E]\n"
-		"                        [--weights rank|lognormal] [--sigma S] [--pads] [--seed S]\n"
-		"                        [--fractions F,F,...]\n"
+		"usage: dlcache simulate [--trace uniform|importance|churn|churn-sampled|FILE] [--samples N]\n"
+		"                        [--epochs E] [--weights rank|lognormal] [--sigma S] [--pads]\n"
+		"                        [--batch B] [--world W] [--announce none|epoch|ahead|all]\n"
+		"                        [--seed S] [--fractions F,F,...]\n"
 		"Replays a trace of sample accesses through the cache policies (freeze, lru,\n"
 		"importance) and Belady's MIN, and prints each one's hit ratio per cache size.\n"
 		"\n"
 		"  --trace uniform      a uniform shuffle of the samples each epoch (default)\n"
 		"  --trace importance   each epoch draws N samples with replacement by weight\n"
+		"  --trace churn        a shuffle each epoch, scores that churn: loss ranks written\n"
+		"                       every batch (difficulty x 0.7^visits x noise)\n"
+		"  --trace churn-sampled  the same job drawing with replacement by its losses\n"
 		"  --trace FILE         one 0-based sample id per line, optionally a score; - is stdin\n"
 		"  --samples N          samples in the dataset (default %u)\n"
 		"  --epochs E           epochs to generate (default %u)\n"
@@ -333,9 +426,13 @@ static void simulate_usage(FILE *out)
 		"  --weights lognormal  weight exp(S * z), z standard normal\n"
 		"  --sigma S            the lognormal S (default %.1f)\n"
 		"  --pads               each epoch, accesses to cached samples come first\n"
+		"  --batch B            churn: reads per node between score writes (default %u)\n"
+		"  --world W            churn: W nodes split each epoch (DistributedSampler); node 0\n"
+		"  --announce epoch     importance plans with each epoch's order, told as it starts\n"
+		"  --announce ahead     ... told one epoch ahead; all: the whole trace at the start\n"
 		"  --seed S             seed of the generators (default %u)\n"
 		"  --fractions LIST     cache sizes as fractions of N (default 0.1,0.2,0.5)\n",
-		DEFAULT_SAMPLES, DEFAULT_EPOCHS, DEFAULT_SIGMA, DEFAULT_SEED);
+		DEFAULT_SAMPLES, DEFAULT_EPOCHS, DEFAULT_SIGMA, DEFAULT_BATCH, DEFAULT_SEED);
 }
 
 static int parse_uint(const char *text, uint64_t max, uint64_t *out)
@@ -391,6 +488,9 @@ enum {
 	OPTION_PADS,
 	OPTION_SEED,
 	OPTION_FRACTIONS,
+	OPTION_BATCH,
+	OPTION_WORLD,
+	OPTION_ANNOUNCE,
 	OPTION_HELP,
 };
 
@@ -406,6 +506,9 @@ static int parse_options(int argc, char **argv, struct simulate_options *opts, c
 		{ "pads", no_argument, NULL, OPTION_PADS },
 		{ "seed", required_argument, NULL, OPTION_SEED },
 		{ "fractions", required_argument, NULL, OPTION_FRACTIONS },
+		{ "batch", required_argument, NULL, OPTION_BATCH },
+		{ "world", required_argument, NULL, OPTION_WORLD },
+		{ "announce", required_argument, NULL, OPTION_ANNOUNCE },
 		{ "help", no_argument, NULL, OPTION_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -422,6 +525,8 @@ static int parse_options(int argc, char **argv, struct simulate_options *opts, c
 		.seed = DEFAULT_SEED,
 		.fractions = { 0.1, 0.2, 0.5 },
 		.fraction_count = 3,
+		.batch = DEFAULT_BATCH,
+		.world = 1,
 	};
 	/* 0 restarts GNU getopt from scratch: the command may not be the first to parse. */
 	optind = 0;
@@ -490,6 +595,35 @@ static int parse_options(int argc, char **argv, struct simulate_options *opts, c
 			if (parse_fractions(optarg, opts, cause) < 0)
 				return -EINVAL;
 			break;
+		case OPTION_BATCH:
+			if (parse_uint(optarg, DLC_SIMULATE_MAX_SAMPLES, &value) < 0 || value == 0) {
+				dlc_cause_set(cause, "--batch '%s' is not a whole number from 1 to %u; give one such as 256.",
+					      optarg, DLC_SIMULATE_MAX_SAMPLES);
+				return -EINVAL;
+			}
+			opts->batch = (uint32_t)value;
+			opts->batch_given = true;
+			break;
+		case OPTION_WORLD:
+			if (parse_uint(optarg, MAX_WORLD, &value) < 0 || value == 0) {
+				dlc_cause_set(cause, "--world '%s' is not a whole number from 1 to %u; give the number of nodes, such as 4.",
+					      optarg, MAX_WORLD);
+				return -EINVAL;
+			}
+			opts->world = (uint32_t)value;
+			opts->world_given = true;
+			break;
+		case OPTION_ANNOUNCE:
+			for (value = 0; value < sizeof(announce_names) / sizeof(announce_names[0]); value++)
+				if (strcmp(optarg, announce_names[value]) == 0)
+					break;
+			if (value == sizeof(announce_names) / sizeof(announce_names[0])) {
+				dlc_cause_set(cause, "--announce '%s' is not a horizon; give none, epoch, ahead or all.",
+					      optarg);
+				return -EINVAL;
+			}
+			opts->announce = (enum dlc_simulate_announce)value;
+			break;
 		case 'h':
 		case OPTION_HELP:
 			simulate_usage(stdout);
@@ -523,6 +657,21 @@ static int parse_options(int argc, char **argv, struct simulate_options *opts, c
 static int check_combination(const struct simulate_options *opts, bool generated,
 			     bool importance, char **cause)
 {
+	bool churn = is_churn(opts->trace);
+
+	if (!churn && (opts->batch_given || opts->world_given)) {
+		dlc_cause_set(cause, "--batch and --world apply to --trace churn and churn-sampled only; add one of those or drop them.");
+		return -EINVAL;
+	}
+	if (churn && opts->world > opts->samples) {
+		dlc_cause_set(cause, "--world %u is more than the %u samples; use fewer nodes or more samples.",
+			      opts->world, opts->samples);
+		return -EINVAL;
+	}
+	if (opts->pads && opts->announce != DLC_SIMULATE_ANNOUNCE_NONE) {
+		dlc_cause_set(cause, "--pads reorders each epoch, so nothing announced would hold; drop --pads or --announce.");
+		return -EINVAL;
+	}
 	if (!generated && opts->epochs_given) {
 		dlc_cause_set(cause, "--epochs applies to generated traces only; drop it, the trace file's length decides the epochs.");
 		return -EINVAL;
@@ -547,12 +696,20 @@ static int make_trace(const struct simulate_options *opts, struct dlc_trace *tra
 {
 	bool uniform = strcmp(opts->trace, "uniform") == 0;
 	bool importance = strcmp(opts->trace, "importance") == 0;
+	bool churn = is_churn(opts->trace);
+	struct dlc_simulate_churn job = {
+		.samples = opts->samples, .epochs = opts->epochs, .batch = opts->batch,
+		.world = opts->world, .sampled = strcmp(opts->trace, "churn-sampled") == 0,
+		.seed = opts->seed,
+	};
 	int rc;
 
-	rc = check_combination(opts, uniform || importance, importance, cause);
+	rc = check_combination(opts, uniform || importance || churn, importance, cause);
 	if (rc < 0)
 		return rc;
-	if (uniform)
+	if (churn)
+		rc = dlc_simulate_churn(&job, trace);
+	else if (uniform)
 		rc = dlc_simulate_shuffle(opts->samples, opts->epochs, opts->seed, trace);
 	else if (importance)
 		rc = dlc_simulate_sample(opts->samples, opts->epochs, opts->weights, opts->sigma,
@@ -597,7 +754,11 @@ static void print_header(const struct simulate_options *opts, const struct dlc_t
 	bool importance = strcmp(opts->trace, "importance") == 0;
 	size_t epochs = (trace->length + trace->epoch_length - 1) / trace->epoch_length;
 
-	if (uniform)
+	if (is_churn(opts->trace))
+		printf("# trace: a training job, %s each epoch, loss ranks written every %u reads%s, seed %" PRIu64 "\n",
+		       strcmp(opts->trace, "churn") == 0 ? "a uniform shuffle" : "draws with replacement by loss",
+		       opts->batch, opts->world > 1 ? " per node" : "", opts->seed);
+	else if (uniform)
 		printf("# trace: uniform shuffle each epoch, seed %" PRIu64 "\n", opts->seed);
 	else if (importance && opts->weights == DLC_SIMULATE_WEIGHTS_RANK)
 		printf("# trace: importance sampling with replacement, weights ln(rank + 10), seed %" PRIu64 "\n",
@@ -609,7 +770,12 @@ static void print_header(const struct simulate_options *opts, const struct dlc_t
 		printf("# trace: %s\n", opts->trace);
 	printf("# %u samples; %zu accesses in %zu %s of %zu\n", trace->samples, trace->length,
 	       epochs, epochs == 1 ? "epoch" : "epochs", trace->epoch_length);
-	if (uniform)
+	if (opts->world > 1)
+		printf("# DistributedSampler over %u nodes: node 0's share of each epoch; global ranks\n",
+		       opts->world);
+	if (is_churn(opts->trace))
+		printf("# importance scores: loss ranks, difficulty x 0.7^visits x lognormal noise, unknown at first\n");
+	else if (uniform)
 		printf("# importance scores: a random static score per sample, uniform in [0, 1)\n");
 	else if (importance)
 		printf("# importance scores: the sampling weights\n");
@@ -619,6 +785,12 @@ static void print_header(const struct simulate_options *opts, const struct dlc_t
 		printf("# importance scores: none in the trace (importance acts as freeze)\n");
 	if (opts->pads)
 		printf("# pads: each epoch, accesses to samples cached at its start come first (min: as drawn)\n");
+	if (opts->announce == DLC_SIMULATE_ANNOUNCE_EPOCH)
+		printf("# announced: each epoch's order as it starts (prefetch lines); importance plans with it\n");
+	else if (opts->announce == DLC_SIMULATE_ANNOUNCE_AHEAD)
+		printf("# announced: each epoch's order one epoch ahead (prefetch lines); importance plans with it\n");
+	else if (opts->announce == DLC_SIMULATE_ANNOUNCE_ALL)
+		printf("# announced: the whole trace at the start (prefetch lines); importance plans with it\n");
 	printf("# hit ratio = hits / accesses; min is Belady's MIN with bypass (the optimum)\n");
 	printf("#%*s", FRACTION_WIDTH + ENTRIES_WIDTH + 1, "");
 	print_group("all accesses");
@@ -646,6 +818,7 @@ static void print_ratio(uint64_t misses, uint64_t accesses, int width)
 struct job_board {
 	const struct dlc_trace *trace;
 	bool pads;
+	enum dlc_simulate_announce announce;
 	const uint32_t *entries;        /* per row */
 	struct dlc_simulate_result *results;    /* per row, TABLE_KINDS + 1 columns */
 	size_t jobs;                    /* rows * (TABLE_KINDS + 1) */
@@ -670,7 +843,11 @@ static void *run_jobs(void *arg)
 			return NULL;
 		row = job / (TABLE_KINDS + 1);
 		column = job % (TABLE_KINDS + 1);
-		if (column < TABLE_KINDS)
+		if (column < TABLE_KINDS && board->announce != DLC_SIMULATE_ANNOUNCE_NONE)
+			rc = dlc_simulate_replay_announced(board->trace, table_kinds[column],
+							   board->entries[row], board->announce,
+							   &board->results[job]);
+		else if (column < TABLE_KINDS)
 			rc = dlc_simulate_replay(board->trace, table_kinds[column], board->entries[row],
 						 board->pads, &board->results[job]);
 		else
@@ -729,6 +906,7 @@ int dlc_simulate_main(int argc, char **argv)
 		entries[f] = (uint32_t)llround(opts.fractions[f] * trace.samples);
 	board.trace = &trace;
 	board.pads = opts.pads;
+	board.announce = opts.announce;
 	board.entries = entries;
 	board.results = &results[0][0];
 	board.jobs = opts.fraction_count * (TABLE_KINDS + 1);
@@ -750,6 +928,20 @@ int dlc_simulate_main(int argc, char **argv)
 		for (size_t p = 0; p <= TABLE_KINDS; p++)
 			print_ratio(row[p].later_misses, row[p].later_accesses, column_width(p));
 		printf("\n");
+	}
+	/* What the source sees: every miss is a fetch, the first epoch's included. */
+	printf("# source fetches (misses, all accesses) against MIN's:");
+	for (size_t p = 0; p < TABLE_KINDS; p++) {
+		printf(" %s", dlc_policy_name(table_kinds[p]));
+		for (size_t f = 0; f < opts.fraction_count; f++) {
+			const struct dlc_simulate_result *row = results[f];
+
+			if (row[TABLE_KINDS].misses == 0)
+				printf(" -");
+			else
+				printf(" %.3f", (double)row[p].misses / (double)row[TABLE_KINDS].misses);
+		}
+		printf("%s", p + 1 < TABLE_KINDS ? ";" : "\n");
 	}
 	if (fflush(stdout) != 0) {
 		rc = -errno;

@@ -1,12 +1,13 @@
 /*
- * trace.c - the sample-access traces that `dlcache simulate` replays: two
+ * trace.c - the sample-access traces that `dlcache simulate` replays: three
  * generators (per-epoch uniform shuffles, importance sampling with
- * replacement) and the text trace format, its parser and its loader.
+ * replacement, a training job whose scores churn) and the text trace
+ * format, its parser and its loader.
  *
  * Its functions are declared in simulate.h (dlc_simulate_shuffle,
- * dlc_simulate_sample, dlc_simulate_parse, dlc_simulate_load and
- * dlc_trace_free); simulate.c replays the traces they build.  Nothing here
- * prints: a bad trace file is reported through a cause.
+ * dlc_simulate_sample, dlc_simulate_churn, dlc_simulate_parse,
+ * dlc_simulate_load and dlc_trace_free); simulate.c replays the traces they
+ * build.  Nothing here prints: a bad trace file is reported through a cause.
  *
  * DESIGN
  *
@@ -18,6 +19,13 @@
  *
  * Importance sampling draws with replacement from the weights through an
  * alias table (Vose): O(samples) to build, O(1) per draw.
+ *
+ * The churning job (dlc_simulate_churn) walks the global order one global
+ * batch at a time (batch reads per node, world nodes): node 0's reads go to
+ * the trace, every read sample gets a new loss, and the batch's rank scores
+ * become rescores in effect from node 0's next read.  A rank is a binary
+ * search in a sorted reference of the latest losses, rebuilt at each epoch
+ * and whenever the known samples double, as the training helper does.
  */
 #include <errno.h>
 #include <math.h>
@@ -35,7 +43,13 @@
 enum stream {
 	STREAM_ORDER = 1,       /* access order: shuffles, draws */
 	STREAM_SCORES = 2,      /* scores and weights */
+	STREAM_LOSSES = 3,      /* the churning job's loss noise */
 };
+
+/* The churning job's losses: difficulty * DECAY^visits * lognormal noise. */
+#define CHURN_DIFFICULTY_SIGMA 1.0
+#define CHURN_DECAY 0.7
+#define CHURN_NOISE_SIGMA 0.3
 
 #define MAX_TOKEN 64
 
@@ -109,6 +123,7 @@ void dlc_trace_free(struct dlc_trace *trace)
 	free(trace->ids);
 	free(trace->scores);
 	free(trace->updates);
+	free(trace->rescores);
 	memset(trace, 0, sizeof(*trace));
 }
 
@@ -270,6 +285,203 @@ int dlc_simulate_sample(uint32_t samples, uint32_t epochs, enum dlc_simulate_wei
 out:
 	free(alias);
 	free(cutoff);
+	if (rc < 0)
+		dlc_trace_free(out);
+	return rc;
+}
+
+/* --- a job whose scores churn ------------------------------------------ */
+
+struct churn {
+	const struct dlc_simulate_churn *opts;
+	struct rng order, losses;
+	double *difficulty;     /* per sample */
+	uint32_t *visits;       /* per sample: reads so far, all nodes */
+	float *latest;          /* per sample: the latest loss, NaN before the first */
+	uint32_t known;         /* samples with a loss */
+	float *reference;       /* sorted latest losses of the known samples */
+	uint32_t reference_count;
+	uint32_t *global;       /* one epoch's global order, padded to a multiple of world */
+	double *cutoff;         /* sampled: the alias table of the epoch */
+	uint32_t *alias;
+	size_t rescore_capacity;
+};
+
+static int compare_floats(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void churn_rebuild_reference(struct churn *churn)
+{
+	uint32_t count = 0;
+
+	for (uint32_t i = 0; i < churn->opts->samples; i++)
+		if (!isnan(churn->latest[i]))
+			churn->reference[count++] = churn->latest[i];
+	qsort(churn->reference, count, sizeof(*churn->reference), compare_floats);
+	churn->reference_count = count;
+}
+
+/* The rank score of loss: the share of the reference strictly below it. */
+static float churn_rank(const struct churn *churn, float loss)
+{
+	uint32_t low = 0, high = churn->reference_count;
+
+	while (low < high) {
+		uint32_t middle = low + (high - low) / 2;
+
+		if (churn->reference[middle] < loss)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return churn->reference_count ? (float)low / (float)churn->reference_count : 0.5f;
+}
+
+/* Fills churn->global[0..samples) with the epoch's global order. */
+static int churn_draw_epoch(struct churn *churn)
+{
+	uint32_t samples = churn->opts->samples;
+	double mean = 0;
+	int rc;
+
+	if (!churn->opts->sampled) {
+		shuffle(churn->global, samples, &churn->order);
+		return 0;
+	}
+	for (uint32_t i = 0; i < samples; i++)
+		mean += isnan(churn->latest[i]) ? 0 : churn->latest[i];
+	mean = churn->known ? mean / churn->known : 1.0;
+	for (uint32_t i = 0; i < samples; i++)
+		churn->cutoff[i] = isnan(churn->latest[i]) ? mean : churn->latest[i];
+	rc = alias_build(churn->cutoff, samples, churn->alias);
+	if (rc < 0)
+		return rc;
+	for (uint32_t k = 0; k < samples; k++) {
+		uint32_t i = rng_below(&churn->order, samples);
+
+		churn->global[k] = rng_unit(&churn->order) < churn->cutoff[i] ? i : churn->alias[i];
+	}
+	return 0;
+}
+
+/* Sample i was read: its new loss, and the rank the job writes for it. */
+static float churn_read(struct churn *churn, uint32_t i)
+{
+	float loss = (float)(churn->difficulty[i] * pow(CHURN_DECAY, ++churn->visits[i]) *
+			     exp(CHURN_NOISE_SIGMA * rng_normal(&churn->losses)));
+
+	if (isnan(churn->latest[i]) && ++churn->known >= 2 * churn->reference_count) {
+		churn->latest[i] = loss;
+		churn_rebuild_reference(churn);
+	}
+	churn->latest[i] = loss;
+	return churn_rank(churn, loss);
+}
+
+static int churn_push(struct churn *churn, struct dlc_trace *out, uint64_t before,
+		      uint32_t sample, float score)
+{
+	if (out->rescore_count == churn->rescore_capacity) {
+		size_t capacity = churn->rescore_capacity ? churn->rescore_capacity * 2 : 4096;
+		struct dlc_trace_rescore *grown = realloc(out->rescores, capacity * sizeof(*grown));
+
+		if (grown == NULL)
+			return -ENOMEM;
+		out->rescores = grown;
+		churn->rescore_capacity = capacity;
+	}
+	out->rescores[out->rescore_count++] = (struct dlc_trace_rescore){ before, sample, score };
+	return 0;
+}
+
+/* One epoch: node 0's reads into ids[], every global batch's ranks as rescores. */
+static int churn_epoch(struct churn *churn, struct dlc_trace *out, uint64_t start)
+{
+	const struct dlc_simulate_churn *opts = churn->opts;
+	uint32_t world = opts->world, per_node = (uint32_t)out->epoch_length;
+	int rc;
+
+	rc = churn_draw_epoch(churn);
+	if (rc < 0)
+		return rc;
+	/* DistributedSampler: padded with the first indices to a multiple of world. */
+	for (uint32_t k = opts->samples; k < per_node * world; k++)
+		churn->global[k] = churn->global[k - opts->samples];
+	churn_rebuild_reference(churn);
+	for (uint32_t first = 0; first < per_node; first += opts->batch) {
+		uint32_t last = per_node - first < opts->batch ? per_node : first + opts->batch;
+
+		for (uint32_t j = first; j < last; j++)
+			out->ids[start + j] = churn->global[(size_t)j * world];
+		for (size_t k = (size_t)first * world; k < (size_t)last * world; k++) {
+			uint32_t i = churn->global[k];
+			float score = churn_read(churn, i);
+
+			if (start + last < out->length) {
+				rc = churn_push(churn, out, start + last, i, score);
+				if (rc < 0)
+					return rc;
+			}
+		}
+	}
+	return 0;
+}
+
+int dlc_simulate_churn(const struct dlc_simulate_churn *opts, struct dlc_trace *out)
+{
+	struct churn churn = {
+		.opts = opts,
+		.order = rng_stream(opts->seed, STREAM_ORDER),
+		.losses = rng_stream(opts->seed, STREAM_LOSSES),
+	};
+	struct rng scores = rng_stream(opts->seed, STREAM_SCORES);
+	uint32_t per_node;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (opts->batch == 0 || opts->world == 0 || opts->world > opts->samples ||
+	    check_size(opts->samples, opts->epochs) < 0)
+		return -EINVAL;
+	per_node = (uint32_t)(((uint64_t)opts->samples + opts->world - 1) / opts->world);
+	rc = trace_alloc(out, opts->samples, (size_t)per_node * opts->epochs, per_node);
+	if (rc < 0)
+		return rc;
+	rc = -ENOMEM;
+	churn.difficulty = malloc((size_t)opts->samples * sizeof(*churn.difficulty));
+	churn.visits = calloc(opts->samples, sizeof(*churn.visits));
+	churn.latest = unknown_scores(opts->samples);
+	churn.reference = malloc((size_t)opts->samples * sizeof(*churn.reference));
+	churn.global = malloc((size_t)per_node * opts->world * sizeof(*churn.global));
+	if (opts->sampled) {
+		churn.cutoff = malloc((size_t)opts->samples * sizeof(*churn.cutoff));
+		churn.alias = malloc((size_t)opts->samples * sizeof(*churn.alias));
+	}
+	if (churn.difficulty == NULL || churn.visits == NULL || churn.latest == NULL ||
+	    churn.reference == NULL || churn.global == NULL ||
+	    (opts->sampled && (churn.cutoff == NULL || churn.alias == NULL)))
+		goto out;
+	for (uint32_t i = 0; i < opts->samples; i++) {
+		churn.difficulty[i] = exp(CHURN_DIFFICULTY_SIGMA * rng_normal(&scores));
+		churn.global[i] = i;
+	}
+	for (uint32_t epoch = 0; epoch < opts->epochs; epoch++) {
+		rc = churn_epoch(&churn, out, (uint64_t)epoch * per_node);
+		if (rc < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(churn.alias);
+	free(churn.cutoff);
+	free(churn.global);
+	free(churn.reference);
+	free(churn.latest);
+	free(churn.visits);
+	free(churn.difficulty);
 	if (rc < 0)
 		dlc_trace_free(out);
 	return rc;

@@ -9,6 +9,11 @@ Gaussian noise (losses falling as training visits a sample).
 
   python3 tests/bench/churn_trace.py --mode noise > /tmp/t.txt
   build/dlcache simulate --trace /tmp/t.txt
+
+`dlcache simulate --trace churn` generates a richer job in process (ranks
+written after each batch, not with each read; DistributedSampler partitions
+with --world; announced orders with --announce); this script stays for the
+per-read worst case (--mode noise) and as an example of the trace format.
 """
 import argparse
 import random

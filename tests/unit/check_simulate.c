@@ -849,6 +849,14 @@ START_TEST(test_command_errors)
 		{ { "--samples" }, 1, "--samples needs a value" },
 		{ { "extra" }, 1, "unexpected argument 'extra'" },
 		{ { "--samples", "1000000", "--epochs", "100000" }, 4, "use fewer samples or epochs" },
+		{ { "--world", "4" }, 2, "--batch and --world apply to --trace churn" },
+		{ { "--trace", "importance", "--batch", "8" }, 4, "--batch and --world apply to" },
+		{ { "--trace", "churn", "--world", "0" }, 4, "--world '0'" },
+		{ { "--trace", "churn", "--batch", "0" }, 4, "--batch '0'" },
+		{ { "--trace", "churn", "--samples", "3", "--world", "4" }, 6,
+		  "--world 4 is more than the 3 samples" },
+		{ { "--announce", "later" }, 2, "--announce 'later'" },
+		{ { "--pads", "--announce", "epoch" }, 3, "--pads reorders each epoch" },
 	};
 
 	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {

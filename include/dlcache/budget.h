@@ -44,6 +44,9 @@ void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes);
 /* Takes bytes only if used stays at or below ceiling; never waits. */
 bool dlc_budget_try_acquire(struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling);
 
+/* Whether bytes would fit with used at or below ceiling now; takes nothing. */
+bool dlc_budget_has_room(struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling);
+
 /* Counts bytes already allocated (small renderings), without waiting. */
 void dlc_budget_charge(struct dlc_budget *budget, uint64_t bytes);
 

@@ -71,6 +71,18 @@ bool dlc_budget_try_acquire(struct dlc_budget *budget, uint64_t bytes, uint64_t 
 	return ok;
 }
 
+bool dlc_budget_has_room(struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling)
+{
+	bool room;
+
+	if (!budget)
+		return true;
+	pthread_mutex_lock(&budget->lock);
+	room = fits(budget, bytes, ceiling < budget->limit ? ceiling : budget->limit);
+	pthread_mutex_unlock(&budget->lock);
+	return room;
+}
+
 void dlc_budget_charge(struct dlc_budget *budget, uint64_t bytes)
 {
 	if (!budget)

@@ -194,12 +194,7 @@ void dlc_fetch_set_budget(struct dlc_fetch *fetch, struct dlc_budget *budget)
 /* Room for a prefetch of size bytes: the budget stays under half full. */
 static bool prefetch_room(struct dlc_fetch *fetch, uint64_t size)
 {
-	if (!fetch->budget)
-		return true;
-	if (!dlc_budget_try_acquire(fetch->budget, size, fetch->budget->limit / 2))
-		return false;
-	dlc_budget_release(fetch->budget, size);
-	return true;
+	return !fetch->budget || dlc_budget_has_room(fetch->budget, size, fetch->budget->limit / 2);
 }
 
 void dlc_fetch_free(struct dlc_fetch *fetch)
@@ -324,7 +319,7 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
 	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	int rc;
 
 	/* The cluster tier, between the local cache and the source: never fatal. */
@@ -683,7 +678,7 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out)
 {
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	int rc;
 
 	*out = NULL;
@@ -728,7 +723,7 @@ ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_
 		const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
 		uint64_t size = node ? node->size : 0;
 		uint64_t expected = off >= size ? 0 : size - off < len ? size - off : len;
-		char path[4096];
+		char path[DLC_SNAPSHOT_PATH_MAX];
 
 		if ((uint64_t)n != expected && !(off >= size && n == 0)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);

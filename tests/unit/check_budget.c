@@ -48,8 +48,12 @@ END_TEST
 
 START_TEST(optional_work_stops_at_its_ceiling_without_waiting)
 {
+	ck_assert(dlc_budget_has_room(&budget, 50, 50));
+	ck_assert(!dlc_budget_has_room(&budget, 51, 50));
+	ck_assert_uint_eq(gauges().used, 0);
 	ck_assert(dlc_budget_try_acquire(&budget, 50, 50));
 	ck_assert(!dlc_budget_try_acquire(&budget, 1, 50));
+	ck_assert(!dlc_budget_has_room(&budget, 1, 50));
 	ck_assert(dlc_budget_try_acquire(&budget, 50, 1000));   /* capped at the limit */
 	ck_assert(!dlc_budget_try_acquire(&budget, 1, 1000));
 	ck_assert_uint_eq(gauges().used, 100);

@@ -51,8 +51,9 @@
 
 #define DLC_SNAPSHOT_ROOT_INO 1
 
-/* Longest relative path (bytes, without the NUL) plus one: a crawl leaves
- * out what is longer, so a path buffer of this size always fits. */
+/* Longest relative path (bytes, without the NUL) plus one: a crawl and
+ * `snapshot --tar` leave out what is longer (pack copies a crawled
+ * snapshot), so a path buffer of this size always fits. */
 #define DLC_SNAPSHOT_PATH_MAX 4096
 
 /* The snapshot that dlcache pack writes beside its chunks, and where a mount

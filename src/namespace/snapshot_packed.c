@@ -170,7 +170,7 @@ int dlc_snapshot_chunk(const struct dlc_snapshot *snapshot, uint64_t ino,
 
 int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text, size_t *len)
 {
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	char *buf = NULL;
 	size_t used = 0, size = 0;
 

@@ -317,6 +317,14 @@ static int index_member(struct tar_index *index, struct archive *archive,
 		free_entry(&entry);
 		return 0;       /* "./": the shard's own top */
 	}
+	/* As in a crawl, every path of a snapshot fits DLC_SNAPSHOT_PATH_MAX:
+	 * a longer member is left out, not the whole index. */
+	if (strlen(entry.path) >= DLC_SNAPSHOT_PATH_MAX) {
+		dlc_log(DLC_LOG_WARNING, "a path of %zu bytes, over the %d a snapshot holds, is left out: member '%.48s...' of shard '%s'",
+			strlen(entry.path), DLC_SNAPSHOT_PATH_MAX - 1, name, shard);
+		free_entry(&entry);
+		return 0;
+	}
 	entry.attr = (struct dlc_backend_attr){
 		.mode = (uint32_t)(link ? AE_IFREG : type) | (archive_entry_perm(member) & 07777),
 		.uid = (uint32_t)archive_entry_uid(member),

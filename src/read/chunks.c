@@ -299,7 +299,7 @@ static int chunk_failed(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, con
 
 static int chunk_failed(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, const char *fmt, ...)
 {
-	char path[4096] = "", what[256];
+	char path[DLC_SNAPSHOT_PATH_MAX] = "", what[256];
 	va_list ap;
 
 	dlc_stats_add(chunks->stats, DLC_STAT_REMOTE_ERRORS, 1);

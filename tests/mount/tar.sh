@@ -471,6 +471,33 @@ test_snapshot_tar_over_gnu_tar_shards_mounts_with_the_right_bytes() {
 	return 0
 }
 
+test_snapshot_tar_leaves_out_a_member_path_too_long_for_a_snapshot() {
+	local shards=$WORK/long out deep
+	mkdir -p "$shards" "$WORK/longtree"
+	# A pax shard: 17 directories of 250 bytes, the deepest members past 4096 bytes.
+	deep=$(python3 - "$WORK/longtree" <<'PY'
+import os, sys
+os.chdir(sys.argv[1])
+for level in range(17):
+    name = ("%02d" % level) + "d" * 248
+    os.mkdir(name)
+    os.chdir(name)
+    open("file", "w").write("level %d\n" % level)
+print(sys.argv[1])
+PY
+)
+	tar --format=pax -cf "$shards/shard-000000.tar" -C "$deep" .
+	out=$("$DLCACHE" snapshot --tar "$shards" 2>&1) || fail "snapshot --tar refused the shard: $out"
+	echo "$out" | grep -q "over the 4095 a snapshot holds, is left out" || fail "no warning: $out"
+	start_daemon_from "$shards"
+	expect_eq "a shallow member" "$(cat "$MNT/shard-000000/00$(printf 'd%.0s' $(seq 248))/file")" "level 0"
+	local kept
+	kept=$(find "$MNT/shard-000000" -name file 2>/dev/null | wc -l)
+	[ "$kept" -ge 10 ] && [ "$kept" -lt 17 ] || fail "members kept: $kept"
+	stop_daemon
+	python3 -c 'import shutil, sys; shutil.rmtree(sys.argv[1])' "$WORK/longtree"
+}
+
 # kill_pack_when FILE SIGNAL: starts a pack of a larger tree and sends SIGNAL
 # once FILE appears in its destination; prints the pack's exit status.
 kill_pack_when() {

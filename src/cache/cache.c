@@ -13,10 +13,12 @@
  * of descriptors or memory, an I/O error) is a miss that keeps it.  Victims are chosen under the
  * lock, marked deleting (their bytes counted in pending_bytes) and deleted
  * from the store without it, before the admitted entry's bytes are written;
- * an admission waits while the bytes charged plus those pending plus its
- * own would pass the capacity, so the files on disk never exceed it, and a
+ * before writing, an admission waits while the bytes charged (its own
+ * included) plus those pending pass the capacity, so the files on disk
+ * never exceed it, and a
  * hit never waits behind an unlink or an index write.  A victim still being
- * written is deleted by its writer, which finds it marked.  An inode marked
+ * written is deleted by its writer, which finds it marked; its evictor
+ * waits for that before writing its own bytes.  An inode marked
  * deleting is not admitted again until its file is gone.  The store's own lock
  * nests inside cache->lock; dlc_store_read takes none, so a hit holds
  * cache->lock only to copy the hash.  save_lock serializes saves of the
@@ -414,15 +416,6 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		cache->retry_at_ns = 0;
 	}
 	footprint = dlc_store_footprint(size);
-	/*
-	 * Files evicted by other admissions may still be on the disk: wait
-	 * until this one fits beside them, so that the disk never holds more
-	 * than the capacity (see INVARIANTS).
-	 */
-	while (cache->pending_bytes &&
-	       dlc_policy_used(cache->policy) + cache->pending_bytes + footprint >
-	       dlc_policy_capacity(cache->policy))
-		pthread_cond_wait(&cache->deleted, &cache->lock);
 	if (!cache->admission || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
 	    (ahead ? dlc_policy_admit_ahead : dlc_policy_admit)(cache->policy, ino, footprint,
 								&cache->victims) <= 0) {
@@ -474,6 +467,27 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		pthread_mutex_unlock(&cache->lock);
 		free(victims);
 	}
+
+	/*
+	 * Files evicted by other admissions, or by this one while still being
+	 * written (their writer deletes them once its write ends), may still be
+	 * on disk beside the ones charged: wait until they are gone before
+	 * writing this one, so that the disk never holds more than the capacity
+	 * (see INVARIANTS).  Evicted meanwhile, this entry gives up as a writer
+	 * evicted mid-write does.
+	 */
+	pthread_mutex_lock(&cache->lock);
+	while (!is_deleting(cache, ino) &&
+	       dlc_policy_used(cache->policy) + cache->pending_bytes > dlc_policy_capacity(cache->policy))
+		pthread_cond_wait(&cache->deleted, &cache->lock);
+	if (is_deleting(cache, ino)) {
+		set_deleting(cache, ino, false);
+		cache->pending_bytes -= footprint;
+		pthread_cond_broadcast(&cache->deleted);
+		pthread_mutex_unlock(&cache->lock);
+		goto bypass;
+	}
+	pthread_mutex_unlock(&cache->lock);
 
 	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash);
 	if (cache->write_hook)

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,8 @@ struct race {
 	int injected;          /* the outcome a read hook reports */
 	bool evict_and_readmit;
 	bool evict_writer;
+	pthread_t eight;       /* evict_writer: the thread admitting 8 */
+	atomic_bool eight_done;
 };
 
 static void offer_file(int i)
@@ -244,6 +247,17 @@ static int race_read(void *arg, uint32_t ino, int rc)
 	return r->injected;
 }
 
+static unsigned cache_files(void);
+
+static void *offer_eight(void *arg)
+{
+	atomic_bool *done = arg;
+
+	offer_file(8);
+	atomic_store(done, true);
+	return NULL;
+}
+
 static void race_write(void *arg, uint32_t ino)
 {
 	struct race *r = arg;
@@ -251,8 +265,20 @@ static void race_write(void *arg, uint32_t ino)
 	if (r->fire == 0 || !r->evict_writer)
 		return;
 	r->fire--;
-	/* While 7's bytes were being written, 8 is admitted and evicts it. */
-	offer_file(8);
+	/*
+	 * While 7's bytes were being written, 8 is admitted on another thread
+	 * and evicts 7.  7's file is on disk until this writer deletes it, so
+	 * 8 must not write its own meanwhile: the disk would hold two files
+	 * in a cache of one.
+	 */
+	atomic_init(&r->eight_done, false);
+	ck_assert_int_eq(pthread_create(&r->eight, NULL, offer_eight, &r->eight_done), 0);
+	for (int i = 0; i < 50 && dlc_stats_get(&stats, DLC_STAT_EVICTIONS) == 0; i++)
+		usleep(10000);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_EVICTIONS), 1);   /* 8 evicted 7 */
+	usleep(200000);
+	ck_assert(!atomic_load(&r->eight_done));
+	ck_assert_uint_le(cache_files(), 1);
 }
 
 static unsigned cache_files(void)
@@ -320,6 +346,8 @@ START_TEST(an_entry_evicted_while_written_is_never_served)
 	open_all(DLC_POLICY_LRU, 12288, 0);
 	dlc_cache_set_hooks(cache, NULL, race_write, &r);
 	get_and_check(7);     /* 8 is admitted while 7 is written, evicting 7 */
+	pthread_join(r.eight, NULL);
+	ck_assert(atomic_load(&r.eight_done));
 	ck_assert(!dlc_cache_contains(cache, ino_of(7)));
 	ck_assert(dlc_cache_contains(cache, ino_of(8)));
 	ck_assert_uint_eq(cache_files(), 1);

@@ -15,6 +15,7 @@
  * waiting parent, which exits 0 (mounted) or 1 (the child printed why).
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
@@ -614,7 +615,7 @@ static int cmd_stat(int argc, char **argv)
 {
 	bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
 	bool prometheus = argc == 3 && strcmp(argv[2], "--prometheus") == 0;
-	char path[4096];
+	char path[PATH_MAX];
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f;

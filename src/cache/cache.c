@@ -118,7 +118,7 @@ static int64_t node_mtime_ns(const struct dlc_node *node)
 /* Deletes the store copy of ino; called with the lock held. */
 static void drop_file(struct dlc_cache *cache, uint32_t ino)
 {
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 
 	set_ready(cache, ino, false);
 	if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
@@ -198,7 +198,7 @@ static void restore_collected(struct restore_state *state)
 		const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 
 		if (dlc_policy_restore(cache->policy, ino, dlc_store_footprint(node->size)) < 0) {
-			char path[4096];
+			char path[DLC_SNAPSHOT_PATH_MAX];
 
 			cache->hashes[ino] = 0;
 			if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
@@ -310,7 +310,7 @@ static bool copy_is_bad(int rc)
 
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size)
 {
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t hash, stamp;
 	uint32_t generation;
 	int rc;
@@ -371,7 +371,7 @@ void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
 
 int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
 {
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t stamp;
 	int rc;
 
@@ -400,7 +400,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		  bool ahead)
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t hash, footprint;
 	uint32_t *victims = NULL;
 	size_t nvictims;
@@ -448,7 +448,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		uint64_t freed = 0;
 
 		for (size_t i = 0; i < nvictims; i++) {
-			char victim_path[4096];
+			char victim_path[DLC_SNAPSHOT_PATH_MAX];
 
 			if (!victims[i])
 				continue;
@@ -670,7 +670,7 @@ int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len)
 	struct dlc_ino_list inos = { 0 };
 	char *buf = NULL;
 	size_t used = 0, size = 0;
-	char path[4096];
+	char path[DLC_SNAPSHOT_PATH_MAX];
 	int rc = 0;
 
 	/* Copy the ready set under the lock; build the text without it. */

@@ -6,6 +6,7 @@
  * machine of the other byte order fails the magic check and is ignored.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
@@ -87,7 +88,7 @@ int dlc_scores_save(const struct dlc_scores *scores, const char *file, uint64_t 
 		.entries = scores->max_ino,
 		.hash = XXH3_64bits(scores->values + 1, bytes),
 	};
-	char tmp[4096];
+	char tmp[PATH_MAX];
 	int fd, rc;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", file) >= (int)sizeof(tmp))

@@ -13,9 +13,15 @@
  * plan.  Workers take files from the plan and fly them like misses (so the
  * bytes go through admission, and a reader arriving meanwhile joins the
  * flight), then keep the bytes in memory, "staged", until the reader opens
- * the file.  The reader's position is the sequence number of the last
- * announced file it opened; staged files it has passed are dropped and plan
- * entries it has passed are skipped.  Staged plus in-flight prefetches never
+ * the file.  Several readers (DataLoader workers) share one announced
+ * order: an open takes the file's staged bytes wherever the others are, and
+ * marks its announcement read; the readers' position is the furthest
+ * announced file opened.  Plan entries a whole window behind it are
+ * skipped; staged files that far behind are dropped only once they have
+ * waited STAGED_GRACE_NS for a slower reader, so each announced file is
+ * fetched once however many readers take turns.  A prefetch is staged in
+ * the critical section where its flight lands, so a reader finds it either
+ * in flight or staged, never in between.  Staged plus in-flight prefetches never
  * exceed the window (prefetch_window files, PREFETCH_WINDOW_BYTES bytes), so
  * the prefetcher stays a bounded distance ahead, and what it holds for the
  * reader is in memory, where no eviction can take it.  The cache plans with
@@ -45,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "dlcache/chunks.h"
 #include "dlcache/fetch.h"
@@ -56,6 +63,7 @@ struct flight {
 	unsigned refs;
 	bool landed;
 	bool ahead;                     /* flown by a prefetch worker, ahead of the reader */
+	uint64_t stage_seq;             /* ahead: the announced position it is fetched for */
 	int rc;
 	struct dlc_blob *blob;          /* one reference held by the flight once landed */
 	struct flight *next;
@@ -66,7 +74,15 @@ struct staged {
 	uint32_t ino;
 	uint64_t seq;
 	struct dlc_blob *blob;
+	uint64_t staged_ns;             /* CLOCK_MONOTONIC when it was staged */
 };
+
+/*
+ * A staged file passed by the furthest reader is kept this long for a
+ * slower one (DataLoader workers drift apart by a few files); only then is
+ * it taken for passed for good.
+ */
+#define STAGED_GRACE_NS 2000000000ULL
 
 #define PREFETCH_WINDOW_BYTES (256ULL << 20)
 #define PLAN_MAX (64u << 20)
@@ -92,9 +108,10 @@ struct dlc_fetch {
 	uint64_t plan_head_seq;         /* guarded by lock: sequence number at plan_head */
 	uint64_t next_seq;              /* guarded by lock: of the next announced file */
 	uint64_t *announced;            /* guarded by lock: per inode, its latest sequence
-					 * number, 0 = never; NULL until the first prefetch */
+					 * number, 0 = never or already opened; NULL until
+					 * the first prefetch */
 	_Atomic bool planning;          /* announced != NULL: readers must report opens */
-	uint64_t reader_seq;            /* guarded by lock: the reader's position */
+	uint64_t reader_seq;            /* guarded by lock: the furthest announced file opened */
 	struct staged *staged;          /* guarded by lock: window entries, window of them */
 	unsigned nstaged;               /* guarded by lock */
 	uint64_t staged_bytes;          /* guarded by lock */
@@ -314,6 +331,23 @@ static void offer_fetched(struct dlc_fetch *fetch, const struct flight *flight,
 		dlc_cache_offer(fetch->cache, flight->ino, data, size);
 }
 
+/*
+ * Whether announced position seq is behind the furthest reader by a whole
+ * window: a plan entry that far behind is not fetched any more.  Lock held.
+ */
+static bool passed(const struct dlc_fetch *fetch, uint64_t seq)
+{
+	return seq + fetch->window <= fetch->reader_seq;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+}
+
 /* Fetches ino from the source as the owner of flight, then lands it. */
 static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
@@ -371,6 +405,18 @@ land:
 		flight->blob = blob;
 	else
 		dlc_blob_put(blob);
+	/*
+	 * A prefetch is staged as it lands, in the same critical section, so
+	 * that no reader can find it neither in flight nor staged and fetch it
+	 * again; not if a reader opened the file meanwhile (and joined).
+	 */
+	if (rc == 0 && flight->stage_seq && !fetch->stopping &&
+	    fetch->announced[flight->ino] == flight->stage_seq) {
+		fetch->staged[fetch->nstaged++] = (struct staged) {
+			flight->ino, flight->stage_seq, blob_get(blob), monotonic_ns()
+		};
+		fetch->staged_bytes += blob->size;
+	}
 	pthread_cond_broadcast(&fetch->landed);
 	pthread_mutex_unlock(&fetch->lock);
 	return rc;
@@ -381,7 +427,7 @@ land:
  * and waits for it to land.  On success *out (when out is not NULL) holds a
  * reference to the bytes.
  */
-static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, bool ahead,
+static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t stage_seq,
 		  struct dlc_blob **out)
 {
 	struct flight *flight;
@@ -399,7 +445,8 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, bool ahe
 			return -ENOMEM;
 		}
 		flight->ino = ino;
-		flight->ahead = ahead;
+		flight->ahead = stage_seq != 0;
+		flight->stage_seq = stage_seq;
 		flight->next = fetch->flights;
 		fetch->flights = flight;
 		owner = true;
@@ -422,31 +469,36 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, bool ahe
 }
 
 /*
- * A reader opened ino: moves the reader's position to ino's sequence number
- * if it was announced ahead, drops the staged files it has passed, and
- * returns ino's own staged bytes, if any (the caller's reference).  Lock held.
+ * A reader opened ino: its announced read has happened (a prefetch of it
+ * landing later stages nothing), the furthest position moves to it if it
+ * lies ahead, staged files passed and past their grace are dropped, and
+ * ino's own staged bytes, if any, are returned (the caller's reference).
+ * Lock held.
  */
 static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino)
 {
 	struct dlc_blob *mine = NULL;
 	uint64_t seq = fetch->announced[ino];
+	uint64_t now = monotonic_ns();
 	unsigned kept = 0;
 
-	if (seq <= fetch->reader_seq)
+	if (seq == 0)
 		return NULL;
-	fetch->reader_seq = seq;
+	fetch->announced[ino] = 0;
+	if (seq > fetch->reader_seq)
+		fetch->reader_seq = seq;
 	for (unsigned i = 0; i < fetch->nstaged; i++) {
 		struct staged *st = &fetch->staged[i];
 
-		if (st->seq > seq) {
+		if (st->ino == ino && !mine) {
+			mine = st->blob;
+		} else if (passed(fetch, st->seq) && now - st->staged_ns >= STAGED_GRACE_NS) {
+			dlc_blob_put(st->blob);
+		} else {
 			fetch->staged[kept++] = *st;
 			continue;
 		}
 		fetch->staged_bytes -= st->blob->size;
-		if (st->ino == ino && !mine)
-			mine = st->blob;
-		else
-			dlc_blob_put(st->blob);
 	}
 	fetch->nstaged = kept;
 	pthread_cond_broadcast(&fetch->queued);
@@ -500,7 +552,7 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	}
 	dlc_blob_put(blob);
 	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
-	return obtain(fetch, ino, node->size, false, out);
+	return obtain(fetch, ino, node->size, 0, out);
 }
 
 int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
@@ -516,19 +568,26 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 		pthread_mutex_lock(&fetch->lock);
 		for (unsigned i = 0; i < fetch->nstaged && !staged; i++)
 			staged = fetch->staged[i].ino == ino;
-		/* A staged file is dlc_fetch_get's to take; otherwise move the reader on. */
-		if (!staged)
-			dlc_blob_put(reader_opened(fetch, ino));
 		pthread_mutex_unlock(&fetch->lock);
+		/* A staged file is dlc_fetch_get's to take. */
 		if (staged)
 			return -ESTALE;
 	}
 	fd = dlc_cache_open_checked(fetch->cache, ino);
 	if (fd < 0)
 		return fd;
-	/* Only now: after -ESTALE the caller's dlc_fetch_get consumes the line. */
-	if (atomic_load_explicit(&fetch->planning, memory_order_acquire))
+	/*
+	 * Only a hit reports the open here: a miss goes on to dlc_fetch_get,
+	 * which reports it as it looks for the file's flight or staged bytes
+	 * (reported earlier, a prefetch landing in between would be dropped
+	 * and the file fetched twice).
+	 */
+	if (atomic_load_explicit(&fetch->planning, memory_order_acquire)) {
+		pthread_mutex_lock(&fetch->lock);
+		dlc_blob_put(reader_opened(fetch, ino));
+		pthread_mutex_unlock(&fetch->lock);
 		dlc_cache_consume(fetch->cache, ino);
+	}
 	dlc_cache_hit(fetch->cache, ino);
 	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
@@ -548,7 +607,6 @@ static void *prefetch_worker(void *arg)
 	pthread_mutex_lock(&fetch->lock);
 	for (;;) {
 		const struct dlc_node *node;
-		struct dlc_blob *blob = NULL;
 		uint32_t ino;
 		uint64_t seq;
 
@@ -560,8 +618,8 @@ static void *prefetch_worker(void *arg)
 		seq = fetch->plan_head_seq++;
 		fetch->plan_head = (fetch->plan_head + 1) % fetch->plan_size;
 		fetch->plan_count--;
-		/* Passed by the reader, or announced again later: not needed now. */
-		if (seq <= fetch->reader_seq || fetch->announced[ino] != seq)
+		/* Passed by the readers, read already, or announced again later. */
+		if (passed(fetch, seq) || fetch->announced[ino] != seq)
 			continue;
 		fetch->active++;
 		pthread_mutex_unlock(&fetch->lock);
@@ -570,18 +628,11 @@ static void *prefetch_worker(void *arg)
 		/* Memory short: the file is left to be an ordinary miss. */
 		if (!dlc_cache_contains(fetch->cache, ino) && prefetch_room(fetch, node->size)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
-			if (obtain(fetch, ino, node->size, true, &blob) < 0)
-				blob = NULL;
+			(void)obtain(fetch, ino, node->size, seq, NULL);
 		}
 
 		pthread_mutex_lock(&fetch->lock);
 		fetch->active--;
-		if (blob && seq > fetch->reader_seq && !fetch->stopping) {
-			fetch->staged[fetch->nstaged++] = (struct staged) { ino, seq, blob };
-			fetch->staged_bytes += blob->size;
-		} else {
-			dlc_blob_put(blob);
-		}
 		pthread_cond_broadcast(&fetch->queued);
 	}
 	pthread_mutex_unlock(&fetch->lock);

@@ -270,4 +270,34 @@ test_prefetch_stays_a_bounded_window_ahead_of_the_reader() {
 	expect_eq "entries" "$(stat_value cache.entries)" 60
 }
 
+test_prefetch_fetches_each_announced_file_once_for_readers_taking_turns() {
+	# Two DataLoader-like workers share one announced order, each reading
+	# every other file, one a few files ahead of the other at times.  With
+	# policy=none the staged bytes are the only copy: one dropped is one
+	# fetched twice.
+	start_daemon "policy=none,prefetch_window=16,prefetch_threads=4,source_delay=2ms"
+	local lines="" i
+	for i in $(seq -w 0 99); do lines+="prefetch train/c/f$i"$'\n'; done
+	expect_eq "announce 100 files" "$(control "$lines")" ok
+	python3 - "$SRC" "$MNT" <<'PY' || fail "a worker read wrong bytes"
+import os, sys, threading, time, random
+src, mnt = sys.argv[1], sys.argv[2]
+bad = []
+def worker(parity, seed):
+    rng = random.Random(seed)
+    for i in range(parity, 100, 2):
+        p = "train/c/f%02d" % i
+        if open(os.path.join(mnt, p), "rb").read() != open(os.path.join(src, p), "rb").read():
+            bad.append(p)
+        time.sleep(rng.uniform(0, 0.01))
+threads = [threading.Thread(target=worker, args=(k, k)) for k in (0, 1)]
+for t in threads: t.start()
+for t in threads: t.join()
+sys.exit(1 if bad else 0)
+PY
+	expect_eq "source opens" "$(stat_value remote_ops.open)" 100
+	expect_eq "hits + misses" $(($(stat_value hits) + $(stat_value misses))) 100
+	[ "$(stat_value prefetch_hits)" -ge 50 ] || fail "prefetch hits: $(stat_value prefetch_hits)"
+}
+
 run_tests

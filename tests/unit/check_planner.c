@@ -21,32 +21,10 @@
 #include "dlcache/planner.h"
 #include "dlcache/policy.h"
 #include "dlcache/simulate.h"
+#include "unit_random.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* For loops that check millions of times: compare first, report a failure. */
-#define FAST_ASSERT_UINT_EQ(x, y)                               \
-	do {                                                    \
-		uintmax_t fast_x = (x), fast_y = (y);           \
-		if (fast_x != fast_y)                           \
-			ck_abort_msg("%s == %s failed: %ju != %ju", \
-				     #x, #y, fast_x, fast_y);   \
-	} while (0)
-
-/* splitmix64: a seeded generator, so every run replays the same sequence. */
-static uint64_t next_random(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static uint32_t random_below(uint64_t *state, uint32_t bound)
-{
-	return (uint32_t)(next_random(state) % bound);
-}
 
 /* What the planner told: each moved inode, and the next use it had before. */
 struct moves {

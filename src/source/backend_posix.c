@@ -22,14 +22,17 @@
  * Emulation of a slow or faulty remote (struct dlc_backend_config), for
  * benchmarks and tests:
  *   delay_ns    slept once at the start of every call of every kind;
- *   bandwidth   after each pread of n bytes, n / bandwidth seconds are
- *               slept.  The limit is per call: concurrent readers each get
- *               the full bandwidth, there is no shared token bucket;
+ *   bandwidth   one link shared by every call: a pread of n bytes takes
+ *               its n / bandwidth seconds on the link after the transfers
+ *               queued before it, and returns when its own ends, so
+ *               parallel reads together never pass the bandwidth (a token
+ *               bucket without burst, in virtual time);
  *   fail_every  every Nth pread (counted across all threads and files)
  *               fails with EIO without reading.
  *
  * Thread-safety: the root descriptor and the config never change after
- * create; the read counter and the process-wide openat2 flag are atomics.
+ * create; the read counter and the process-wide openat2 flag are atomics;
+ * link_lock guards link_free_ns.
  * pread(2) on one descriptor is safe from several threads at once, so a file
  * handle may be read by several threads (backend.h).
  */
@@ -38,6 +41,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -58,6 +62,8 @@ struct posix_backend {
 	char *root;
 	struct dlc_backend_config config;   /* fixed after create */
 	_Atomic uint64_t reads;             /* preads so far, for fail_every */
+	pthread_mutex_t link_lock;
+	uint64_t link_free_ns;              /* CLOCK_MONOTONIC when the emulated link is idle */
 };
 
 /* Set once openat2 answered ENOSYS: the kernel (or a seccomp filter) is the
@@ -85,19 +91,33 @@ static void emulate_delay(const struct posix_backend *pb)
 		sleep_ns(pb->config.delay_ns);
 }
 
-/* Sleeps as long as moving bytes at the configured bandwidth would take. */
-static void emulate_bandwidth(const struct posix_backend *pb, uint64_t bytes)
+/*
+ * Moves bytes over the emulated link: they take their time at the
+ * configured bandwidth after every transfer queued before them, and the
+ * caller sleeps until its own transfer ends.
+ */
+static void emulate_bandwidth(struct posix_backend *pb, uint64_t bytes)
 {
 	uint64_t bandwidth = pb->config.bandwidth;
-	uint64_t seconds, rest_ns;
+	struct timespec now, until;
+	uint64_t cost_ns, now_ns, end_ns;
 
 	if (!bandwidth || !bytes)
 		return;
-	seconds = bytes / bandwidth;
-	rest_ns = (uint64_t)((double)(bytes % bandwidth) * 1e9 / (double)bandwidth);
-	if (seconds > UINT64_MAX / 1000000000u - 1)
-		seconds = UINT64_MAX / 1000000000u - 1;
-	sleep_ns(seconds * 1000000000u + rest_ns);
+	cost_ns = bytes / bandwidth * 1000000000ULL +
+		  (uint64_t)((double)(bytes % bandwidth) * 1e9 / (double)bandwidth);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	now_ns = (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+	pthread_mutex_lock(&pb->link_lock);
+	if (pb->link_free_ns < now_ns)
+		pb->link_free_ns = now_ns;
+	pb->link_free_ns += cost_ns;
+	end_ns = pb->link_free_ns;
+	pthread_mutex_unlock(&pb->link_lock);
+	until.tv_sec = (time_t)(end_ns / 1000000000ULL);
+	until.tv_nsec = (long)(end_ns % 1000000000ULL);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
 }
 
 /* 0 when path is canonical: relative, no empty, "." or ".." component. */
@@ -441,6 +461,7 @@ static void posix_destroy(void *priv)
 		return;
 	close(pb->root_fd);
 	free(pb->root);
+	pthread_mutex_destroy(&pb->link_lock);
 	free(pb);
 }
 
@@ -493,6 +514,7 @@ int dlc_backend_posix_create(const char *root, const struct dlc_backend_config *
 	}
 	pb->config = *config;
 	atomic_init(&pb->reads, 0);
+	pthread_mutex_init(&pb->link_lock, NULL);
 
 	pb->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (pb->root_fd < 0) {
@@ -516,6 +538,7 @@ int dlc_backend_posix_create(const char *root, const struct dlc_backend_config *
 err_close_root:
 	close(pb->root_fd);
 err_free_root:
+	pthread_mutex_destroy(&pb->link_lock);
 	free(pb->root);
 err_free:
 	free(pb);

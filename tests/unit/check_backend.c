@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <check.h>
+#include <pthread.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -269,6 +270,77 @@ START_TEST(test_nfs_bad_forms_and_options_are_refused)
 }
 END_TEST
 
+/* --- the emulated link (source_bw) ------------------------------------ */
+
+struct link_reader {
+	struct dlc_backend *backend;
+	ssize_t got;
+};
+
+static void *read_one_mib(void *arg)
+{
+	struct link_reader *r = arg;
+	struct dlc_backend_file *file;
+	char *buf = malloc(1 << 20);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(dlc_backend_open(r->backend, "one_mib", &file), 0);
+	r->got = dlc_backend_pread(r->backend, file, buf, 1 << 20, 0);
+	dlc_backend_close(r->backend, file);
+	free(buf);
+	return NULL;
+}
+
+/*
+ * source_bw is one link shared by every call: four parallel reads of 1 MiB
+ * at 8 MiB/s take half a second together (not an eighth, as they would if
+ * each call had the whole bandwidth to itself).
+ */
+START_TEST(test_source_bw_is_one_shared_link)
+{
+	char dir[] = "/tmp/dlcache-link.XXXXXX", path[64];
+	struct dlc_backend_config config = { .bandwidth = 8 << 20 };
+	struct link_reader readers[4];
+	pthread_t threads[4];
+	struct dlc_backend *backend;
+	char *cause = NULL;
+	double start, took;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/one_mib", dir);
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < 1 << 20; i++)
+		fputc(i & 0xff, f);
+	fclose(f);
+	ck_assert_int_eq(dlc_backend_create(dir, &config, &backend, &cause), 0);
+
+	start = now();
+	readers[0].backend = backend;
+	read_one_mib(&readers[0]);
+	took = now() - start;
+	ck_assert_int_eq(readers[0].got, 1 << 20);
+	ck_assert_msg(took >= 0.12 && took < 1.0, "one read took %.3f s", took);
+
+	start = now();
+	for (int i = 0; i < 4; i++) {
+		readers[i].backend = backend;
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, read_one_mib, &readers[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(threads[i], NULL);
+		ck_assert_int_eq(readers[i].got, 1 << 20);
+	}
+	took = now() - start;
+	ck_assert_msg(took >= 0.49 && took < 2.5, "four parallel reads took %.3f s", took);
+
+	dlc_backend_destroy(backend);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create("backend");
@@ -286,6 +358,9 @@ static Suite *backend_suite(void)
 	tcase_add_test(tc, test_nfs_server_that_never_answers_times_out);
 	tcase_add_test(tc, test_nfs_unknown_host_is_refused);
 	tcase_add_test(tc, test_nfs_bad_forms_and_options_are_refused);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("emulated_link");
+	tcase_add_test(tc, test_source_bw_is_one_shared_link);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -25,8 +25,13 @@ test_freeze_fills_once_and_never_evicts() {
 
 test_the_disk_stays_within_capacity_while_the_cache_churns() {
 	# LRU over 4 readers churns the cache; a watcher sums the bytes of the
-	# cache files (data/ and tmp/, as charged: whole 4 KiB blocks) every
-	# moment of the churn, not only at the end.
+	# cache files (data/ and tmp/, as charged: whole 4 KiB blocks) all
+	# through the churn, not only at the end.  One scan of 257 directories
+	# is not one moment (a file deleted early in it and its successor
+	# written late would both count), so only files seen in two scans in a
+	# row count: each existed from its first sighting to its second, and
+	# every such span contains the moment between the scans.  A file is
+	# known by inode and ctime, so a recycled inode is another file.
 	start_daemon "policy=lru,cache_size=400K,threads=8"
 	python3 - "$CACHE" $((400 * 1024)) >"$WORK/watch" <<'PY' &
 import os, sys, time
@@ -34,16 +39,21 @@ cache, limit = sys.argv[1], int(sys.argv[2])
 peak = samples = 0
 stop = time.time() + 60
 dirs = [os.path.join(cache, "tmp")] + [os.path.join(cache, "data", "%02x" % i) for i in range(256)]
+previous = {}
 while time.time() < stop and not os.path.exists(os.path.join(cache, "..", "stop-watch")):
-    seen = {}   # by inode: a file renamed from tmp/ into data/ counts once
+    seen = {}   # by inode and ctime: a file renamed from tmp/ into data/ counts once
     for d in dirs:
         try:
             for e in os.scandir(d):
-                st = e.stat()
-                seen[st.st_ino] = (st.st_size + 4095) // 4096 * 4096
+                try:
+                    st = e.stat()
+                except FileNotFoundError:
+                    continue
+                seen[(st.st_ino, st.st_ctime_ns)] = (st.st_size + 4095) // 4096 * 4096
         except FileNotFoundError:
             pass
-    total = sum(seen.values())
+    total = sum(size for key, size in seen.items() if key in previous)
+    previous = seen
     peak = max(peak, total)
     samples += 1
 print(peak, samples)

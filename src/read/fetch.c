@@ -490,15 +490,17 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino)
 	for (unsigned i = 0; i < fetch->nstaged; i++) {
 		struct staged *st = &fetch->staged[i];
 
-		if (st->ino == ino && !mine) {
-			mine = st->blob;
-		} else if (passed(fetch, st->seq) && now - st->staged_ns >= STAGED_GRACE_NS) {
-			dlc_blob_put(st->blob);
-		} else {
+		bool taken = st->ino == ino && !mine;
+
+		if (!taken && !(passed(fetch, st->seq) && now - st->staged_ns >= STAGED_GRACE_NS)) {
 			fetch->staged[kept++] = *st;
 			continue;
 		}
 		fetch->staged_bytes -= st->blob->size;
+		if (taken)
+			mine = st->blob;
+		else
+			dlc_blob_put(st->blob);
 	}
 	fetch->nstaged = kept;
 	pthread_cond_broadcast(&fetch->queued);

@@ -610,6 +610,37 @@ START_TEST(an_announced_order_costs_what_min_does)
 }
 END_TEST
 
+/*
+ * A staged file a reader passed by more than the window is kept STAGED_GRACE
+ * (2 s) for a slower reader, then dropped at the next open: the drop path
+ * runs here deterministically (the sanitize suite runs this under ASan).
+ */
+START_TEST(staged_files_passed_long_ago_are_dropped)
+{
+	struct dlc_blob *blob = NULL;
+
+	open_all(DLC_POLICY_NONE, 1 << 20, 0);
+	ck_assert_int_eq(dlc_fetch_start(fetch, 2, 2), 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert(dlc_fetch_prefetch(fetch, ino_of(i)));
+	for (int i = 0; i < 200 && dlc_stats_get(&stats, DLC_STAT_PREFETCHES) < 2; i++)
+		usleep(10000);
+	usleep(300000);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_PREFETCHES), 2);   /* the window: 0 and 1 */
+	sleep(2);
+	usleep(200000);
+	/* A reader far ahead: 0 and 1 are passed and past their grace. */
+	ck_assert_int_eq(dlc_fetch_get(fetch, ino_of(9), &blob), 0);
+	dlc_blob_put(blob);
+	ck_assert_int_eq(dlc_fetch_get(fetch, ino_of(0), &blob), 0);
+	assert_contents(blob, 0);
+	dlc_blob_put(blob);
+	/* 0's staged copy went: it was read from the source again. */
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_PREFETCH_HITS), 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_MISSES), 2);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -641,6 +672,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(capacity, capacity_is_never_exceeded);
 	tcase_add_test(capacity, restore_drops_what_no_longer_fits);
 	tcase_add_test(capacity, a_smaller_cache_size_at_remount_keeps_the_highest_scored);
+	tcase_add_test(capacity, staged_files_passed_long_ago_are_dropped);
 	suite_add_tcase(s, capacity);
 
 	tcase_add_checked_fixture(flights, setup, teardown);

@@ -72,7 +72,9 @@ struct dlc_stats_tier_server {
 	uint64_t limit;                /* memcached's "limit_maxbytes" */
 	uint64_t evictions;            /* memcached's "evictions": 0 under -M */
 	uint64_t extstore_lost;        /* memcached's "extstore_objects_lost" */
+	uint64_t item_max;             /* memcached's "item_size_max" (-I) */
 	uint64_t hits, own_hits, misses, adds, refusals, timeouts, corrupt, bytes, skips;
+	uint64_t removed;              /* values this node deleted: fell below the threshold */
 };
 
 /* Gauges and identity, gathered by the caller when .stats is read. */

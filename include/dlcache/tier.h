@@ -98,6 +98,13 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 
 /* Fills out (at most max entries) with each server's state and counters;
  * returns the number of servers. */
+/*
+ * Queues count samples (inos) for removal from the tier: the health thread
+ * deletes those whose owner is this node's own server, a slice per period,
+ * and counts them in "removed".  Replaces what was queued.  0 or -ENOMEM.
+ */
+int dlc_tier_prune(struct dlc_tier *tier, const uint32_t *inos, size_t count);
+
 unsigned dlc_tier_gauges(struct dlc_tier *tier, struct dlc_stats_tier_server *out, unsigned max);
 
 /* Asserts the tier's invariants (for tests and debug builds). */

@@ -325,6 +325,8 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 			json_uint(&w, "corrupt", t->corrupt);
 			json_uint(&w, "bytes", t->bytes);
 			json_uint(&w, "skips", t->skips);
+			json_uint(&w, "removed", t->removed);
+			json_uint(&w, "item_max", t->item_max);
 			json_uint(&w, "evictions", t->evictions);
 			json_uint(&w, "extstore_lost", t->extstore_lost);
 			json_close(&w);

@@ -23,9 +23,20 @@
  * refuses instead of evicting; a refusal once its fill has reached 95% of
  * its limit freezes the server (no more offers; an earlier refusal only
  * means that one size class is out of memory) until the health thread sees
- * it restarted (another pid, or a smaller uptime), empty.  The health thread also reads memcached's own
- * counters every HEALTH_PERIOD_MS: bytes (fill), limit_maxbytes, evictions
- * and extstore_objects_lost, the last two of which must stay 0.
+ * it restarted (another pid, or a smaller uptime), empty, or until this node
+ * removed values from it (below).  The health thread also reads memcached's
+ * own counters every HEALTH_PERIOD_MS: bytes (fill), limit_maxbytes,
+ * evictions and extstore_objects_lost, the last two of which must stay 0,
+ * and its item_size_max (-I): a sample is offered, and asked for, only when
+ * its value fits the owner's largest item.
+ *
+ * Removal.  With ranks, dlc_tier_plan sets a score threshold at each epoch
+ * and hands the health thread the samples below it whose owner is this
+ * node's own server; the health thread deletes them in slices of
+ * PRUNE_SLICE per period (so probes of the other servers go on), counts the
+ * values that were there as removed, and unfreezes its server: room for the
+ * samples that rose above the threshold.  Each node removes only from its
+ * own server, so N nodes with the same ranks share the work.
  *
  * INVARIANTS.  tier->lock (a rwlock) guards tier->servers and tier->count:
  * gets and offers hold it for reading for their whole call, so a new server
@@ -65,6 +76,10 @@
 #define HEALTH_PERIOD_MS 250
 #define POOL_MAX 64
 #define FULL_PERCENT 95
+#define PRUNE_SLICE 4096
+/* What a server's item holds besides the value: memcached's item header,
+ * the key and the CAS, with room to spare. */
+#define ITEM_OVERHEAD 1024
 /* Share of memcached's -m that holds values: its slabs round sizes up to
  * classes (measured 80-83% with ~110 KB samples, BENCHMARKS.md). */
 #define SLAB_USE_PERCENT 80
@@ -84,7 +99,9 @@ struct tier_server {
 	_Atomic int64_t retry_at;              /* ms, CLOCK_MONOTONIC: next probe when down */
 	unsigned backoff_ms;                   /* the health thread's alone */
 	_Atomic uint64_t fill, limit, evictions, extstore_lost, pid, uptime;
+	_Atomic uint64_t item_max;             /* memcached's item_size_max; 0: not read yet */
 	_Atomic uint64_t hits, own_hits, misses, adds, refusals, timeouts, corrupt, bytes, skips;
+	_Atomic uint64_t removed;
 };
 
 struct dlc_tier {
@@ -94,9 +111,11 @@ struct dlc_tier {
 	struct tier_server *servers;           /* guarded by lock */
 	unsigned count;                        /* guarded by lock */
 	_Atomic float threshold;               /* NaN: none */
-	pthread_mutex_t health_lock;           /* guards stopping */
+	pthread_mutex_t health_lock;           /* guards stopping, prune, nprune */
 	pthread_cond_t health_wake;
 	bool stopping;
+	uint32_t *prune;                       /* samples to delete from the own server */
+	size_t nprune;
 	pthread_t health;
 	bool started;                          /* the health thread runs */
 };
@@ -208,6 +227,18 @@ static bool is_timeout(memcached_return_t rc)
 	return rc == MEMCACHED_TIMEOUT || rc == MEMCACHED_ERRNO || rc == MEMCACHED_IN_PROGRESS;
 }
 
+/* The largest sample the server takes: its item_size_max less the item's
+ * own bytes, or memcached's default 1 MiB until the health thread has read it. */
+static uint64_t value_max(const struct tier_server *server)
+{
+	uint64_t item_max = atomic_load(&server->item_max);
+
+	if (item_max == 0)
+		return DLC_TIER_VALUE_MAX;
+	return item_max > ITEM_OVERHEAD + DLC_TIER_HEADER_SIZE ?
+	       item_max - ITEM_OVERHEAD - DLC_TIER_HEADER_SIZE : 0;
+}
+
 /* The server that owns ino, or NULL when off or it is not up (counted). */
 static struct tier_server *owner_of(struct dlc_tier *tier, uint32_t ino, char *key, size_t *klen)
 {
@@ -237,7 +268,7 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 
 	pthread_rwlock_rdlock(&tier->lock);
 	server = owner_of(tier, ino, key, &klen);
-	if (server)
+	if (server && size <= value_max(server))
 		mc = pool_take(tier, server);
 	if (!mc)
 		goto out;
@@ -300,11 +331,11 @@ void dlc_tier_offer(struct dlc_tier *tier, uint32_t ino, const void *data, uint6
 	unsigned char *value;
 	size_t klen = 0;
 
-	if (size > DLC_TIER_VALUE_MAX || (!isnan(threshold) && !(score >= threshold)))
+	if (!isnan(threshold) && !(score >= threshold))
 		return;
 	pthread_rwlock_rdlock(&tier->lock);
 	server = owner_of(tier, ino, key, &klen);
-	if (!server || atomic_load(&server->full))
+	if (!server || atomic_load(&server->full) || size > value_max(server))
 		goto out;
 	value = malloc(DLC_TIER_HEADER_SIZE + size);
 	if (!value)
@@ -345,7 +376,7 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 		  const struct dlc_snapshot *snapshot)
 {
 	uint32_t count = (uint32_t)dlc_snapshot_count(snapshot);
-	uint64_t budget = 0;
+	uint64_t budget = 0, fits = UINT64_MAX;
 	float *scores, threshold;
 	uint64_t *sizes;
 	unsigned known = 0;
@@ -356,6 +387,8 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 
 		budget += limit / 100 * SLAB_USE_PERCENT;
 		known += limit > 0;
+		if (value_max(&tier->servers[i]) < fits)
+			fits = value_max(&tier->servers[i]);
 	}
 	if (known < tier->count || tier->count == 0) {
 		pthread_rwlock_unlock(&tier->lock);
@@ -371,14 +404,12 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 	}
 	for (uint32_t ino = 1; ino <= count; ino++) {
 		const struct dlc_node *node = dlc_snapshot_node(snapshot, ino);
-		bool file = node && S_ISREG(node->mode) && node->size <= DLC_TIER_VALUE_MAX;
+		bool file = node && S_ISREG(node->mode) && node->size <= fits;
 
 		scores[ino - 1] = file ? dlc_cache_score(cache, ino) : NAN;
 		sizes[ino - 1] = file ? node->size + DLC_TIER_HEADER_SIZE : 0;
 	}
 	threshold = dlc_tier_place_threshold(scores, sizes, count, budget);
-	free(scores);
-	free(sizes);
 	if (isnan(threshold))
 		dlc_log(DLC_LOG_DEBUG, "tier: every sample is offered (budget %llu bytes)",
 			(unsigned long long)budget);
@@ -386,7 +417,86 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 		dlc_log(DLC_LOG_INFO, "tier: samples scoring at least %g are offered (budget %llu bytes)",
 			(double)threshold, (unsigned long long)budget);
 	atomic_store(&tier->threshold, threshold);
+	if (!isnan(threshold)) {
+		/* The samples below the threshold, in place in sizes' memory
+		 * (a uint32_t per ino fits where a uint64_t was). */
+		uint32_t *below = (uint32_t *)sizes;
+		size_t n = 0;
+
+		for (uint32_t ino = 1; ino <= count; ino++)
+			if (sizes[ino - 1] > 0 && !(scores[ino - 1] >= threshold))
+				below[n++] = ino;
+		dlc_tier_prune(tier, below, n);
+	}
+	free(scores);
+	free(sizes);
 	return 0;
+}
+
+int dlc_tier_prune(struct dlc_tier *tier, const uint32_t *inos, size_t count)
+{
+	uint32_t *copy = NULL;
+
+	if (count > 0) {
+		copy = malloc(count * sizeof(*copy));
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, inos, count * sizeof(*copy));
+	}
+	pthread_mutex_lock(&tier->health_lock);
+	free(tier->prune);
+	tier->prune = copy;
+	tier->nprune = count;
+	pthread_cond_signal(&tier->health_wake);
+	pthread_mutex_unlock(&tier->health_lock);
+	return 0;
+}
+
+/*
+ * Deletes up to PRUNE_SLICE of the queued samples from their owners when the
+ * owner is this node's own server; the health thread's, with tier->lock read.
+ */
+static void prune_slice(struct dlc_tier *tier)
+{
+	uint32_t slice[PRUNE_SLICE];
+	bool removed[DLC_TIER_MAX_SERVERS] = { false };
+	size_t n;
+
+	pthread_mutex_lock(&tier->health_lock);
+	n = tier->nprune < PRUNE_SLICE ? tier->nprune : PRUNE_SLICE;
+	tier->nprune -= n;
+	memcpy(slice, tier->prune + tier->nprune, n * sizeof(slice[0]));
+	if (tier->nprune == 0) {
+		free(tier->prune);
+		tier->prune = NULL;
+	}
+	pthread_mutex_unlock(&tier->health_lock);
+	for (size_t i = 0; i < n && tier->count > 0; i++) {
+		char key[DLC_TIER_KEY_MAX];
+		size_t klen = dlc_tier_place_key(tier->snapshot_id, slice[i], key);
+		unsigned at = dlc_tier_place_owner(key, klen, tier->count);
+		struct tier_server *server = &tier->servers[at];
+		memcached_return_t rc;
+		memcached_st *mc;
+
+		if (!server->own || !atomic_load(&server->up))
+			continue;
+		mc = pool_take(tier, server);
+		if (!mc)
+			continue;
+		rc = memcached_delete(mc, key, klen, 0);
+		if (rc == MEMCACHED_SUCCESS) {
+			atomic_fetch_add(&server->removed, 1);
+			removed[at] = true;
+		} else if (is_transport_error(rc)) {
+			trip(server, rc);
+		}
+		pool_give(server, mc, !is_transport_error(rc));
+	}
+	for (unsigned i = 0; i < tier->count; i++)
+		if (removed[i] && atomic_exchange(&tier->servers[i].full, false))
+			dlc_log(DLC_LOG_INFO, "tier server %s: values below the threshold removed; filling it again",
+				tier->servers[i].name);
 }
 
 /* Collects the counters of one "stats" reply. */
@@ -405,6 +515,23 @@ static memcached_return_t take_stat(const memcached_instance_st *instance, const
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strlen(names[i]) == key_len && memcmp(names[i], key, key_len) == 0)
 			numbers[i] = strtoull(text, NULL, 10);
+	return MEMCACHED_SUCCESS;
+}
+
+/* Takes item_size_max from a "stats settings" reply. */
+static memcached_return_t take_item_max(const memcached_instance_st *instance, const char *key,
+					size_t key_len, const char *value, size_t value_len,
+					void *context)
+{
+	char text[32];
+
+	(void)instance;
+	if (key_len == strlen("item_size_max") && memcmp(key, "item_size_max", key_len) == 0 &&
+	    value_len < sizeof(text)) {
+		memcpy(text, value, value_len);
+		text[value_len] = '\0';
+		*(uint64_t *)context = strtoull(text, NULL, 10);
+	}
 	return MEMCACHED_SUCCESS;
 }
 
@@ -437,8 +564,14 @@ static void probe(struct dlc_tier *tier, struct tier_server *server)
 	}
 	/* Another process, or the same pid younger: restarted, empty. */
 	if (numbers[4] != atomic_load(&server->pid) || numbers[5] < atomic_load(&server->uptime)) {
+		uint64_t item_max = 0;
+
 		if (atomic_load(&server->pid) != 0 && atomic_exchange(&server->full, false))
 			dlc_log(DLC_LOG_INFO, "tier server %s restarted; filling it again", server->name);
+		/* A restart may have changed -I.  Unread, the default stays. */
+		if (memcached_stat_execute(server->probe, "settings", take_item_max, &item_max) ==
+		    MEMCACHED_SUCCESS)
+			atomic_store(&server->item_max, item_max);
 	}
 	atomic_store(&server->fill, numbers[0]);
 	atomic_store(&server->limit, numbers[1]);
@@ -465,13 +598,14 @@ static void *health_main(void *arg)
 		pthread_rwlock_rdlock(&tier->lock);
 		for (unsigned i = 0; i < tier->count; i++)
 			probe(tier, &tier->servers[i]);
+		prune_slice(tier);
 		pthread_rwlock_unlock(&tier->lock);
 		pthread_mutex_lock(&tier->health_lock);
 		clock_gettime(CLOCK_REALTIME, &deadline);
 		deadline.tv_nsec += HEALTH_PERIOD_MS * 1000000L;
 		deadline.tv_sec += deadline.tv_nsec / 1000000000L;
 		deadline.tv_nsec %= 1000000000L;
-		if (!tier->stopping)
+		if (!tier->stopping && tier->nprune == 0)
 			pthread_cond_timedwait(&tier->health_wake, &tier->health_lock, &deadline);
 	}
 	pthread_mutex_unlock(&tier->health_lock);
@@ -684,6 +818,8 @@ unsigned dlc_tier_gauges(struct dlc_tier *tier, struct dlc_stats_tier_server *ou
 		out[i].corrupt = atomic_load(&s->corrupt);
 		out[i].bytes = atomic_load(&s->bytes);
 		out[i].skips = atomic_load(&s->skips);
+		out[i].removed = atomic_load(&s->removed);
+		out[i].item_max = atomic_load(&s->item_max);
 	}
 	pthread_rwlock_unlock(&tier->lock);
 	return count;
@@ -743,6 +879,7 @@ void dlc_tier_free(struct dlc_tier *tier)
 	if (tier->started)
 		pthread_join(tier->health, NULL);
 	servers_free(tier->servers, tier->count);
+	free(tier->prune);
 	pthread_cond_destroy(&tier->health_wake);
 	pthread_mutex_destroy(&tier->health_lock);
 	pthread_rwlock_destroy(&tier->lock);

@@ -178,7 +178,8 @@ static unsigned free_port(void)
 	return ntohs(addr.sin_port);
 }
 
-static bool start_memcached(void)
+/* Starts a memcached of 8 MiB (-M) on a free port; item_max: its -I, or NULL. */
+static bool start_memcached_with(const char *item_max)
 {
 	char port[16];
 
@@ -187,8 +188,12 @@ static bool start_memcached(void)
 	memcached_pid = fork();
 	ck_assert_int_ge(memcached_pid, 0);
 	if (memcached_pid == 0) {
-		execlp("memcached", "memcached", "-u", "root", "-l", "127.0.0.1", "-p", port, "-U", "0",
-		       "-m", "8", "-M", (char *)NULL);
+		if (item_max)
+			execlp("memcached", "memcached", "-u", "root", "-l", "127.0.0.1", "-p", port,
+			       "-U", "0", "-m", "8", "-M", "-I", item_max, (char *)NULL);
+		else
+			execlp("memcached", "memcached", "-u", "root", "-l", "127.0.0.1", "-p", port,
+			       "-U", "0", "-m", "8", "-M", (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; i < 100; i++) {
@@ -210,6 +215,11 @@ static bool start_memcached(void)
 		usleep(20000);
 	}
 	return false;
+}
+
+static bool start_memcached(void)
+{
+	return start_memcached_with(NULL);
 }
 
 static void stop_memcached(void)
@@ -322,6 +332,104 @@ START_TEST(test_client_round_trip)
 }
 END_TEST
 
+/* Waits up to 3 s for the health thread's first probe (limit known). */
+static void wait_probed(struct dlc_tier *tier, struct dlc_stats_tier_server *g)
+{
+	for (int i = 0; i < 300; i++) {
+		dlc_tier_gauges(tier, g, 1);
+		if (g->limit > 0)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("the health thread never read the server's stats");
+}
+
+/*
+ * A sample larger than memcached's default item (1 MiB) is neither offered
+ * nor asked for; a server started with -I 4m takes it, once the health
+ * thread has read its item_size_max.
+ */
+START_TEST(test_values_up_to_the_item_size)
+{
+	static unsigned char data[2u << 20], back[2u << 20];
+	const char *sizes[] = { NULL, "4m" };
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 31 + 7);
+	for (unsigned k = 0; k < 2; k++) {
+		struct dlc_stats_tier_server g;
+		struct dlc_tier *tier;
+		char list[64], *cause = NULL;
+
+		if (!start_memcached_with(sizes[k])) {
+			fprintf(stderr, "memcached not available: client case skipped\n");
+			return;
+		}
+		ck_assert_int_eq(dlc_tier_create(78, 1000, &tier), 0);
+		snprintf(list, sizeof(list), "127.0.0.1:%u", memcached_port);
+		ck_assert_int_eq(dlc_tier_set_servers(tier, list, &cause), 0);
+		ck_assert_int_eq(dlc_tier_start(tier), 0);
+		wait_probed(tier, &g);
+		dlc_tier_offer(tier, 9, data, sizeof(data), NAN);
+		memset(back, 0, sizeof(back));
+		dlc_tier_gauges(tier, &g, 1);
+		if (k == 0) {
+			ck_assert_uint_eq(g.item_max, 1u << 20);
+			ck_assert_uint_eq(g.adds, 0);
+			ck_assert_uint_eq(g.refusals, 0);        /* not even sent */
+			ck_assert_int_eq(dlc_tier_get(tier, 9, back, sizeof(back)), -ENOENT);
+			ck_assert_uint_eq(g.misses, 0);          /* nor asked for */
+		} else {
+			ck_assert_uint_eq(g.item_max, 4u << 20);
+			ck_assert_uint_eq(g.adds, 1);
+			ck_assert_int_eq(dlc_tier_get(tier, 9, back, sizeof(back)), 0);
+			ck_assert_mem_eq(back, data, sizeof(data));
+		}
+		dlc_tier_free(tier);
+		stop_memcached();
+	}
+}
+END_TEST
+
+/*
+ * Samples queued for removal (dlc_tier_plan queues those below the
+ * threshold) are deleted from this node's own server by the health thread
+ * and counted; the others stay.
+ */
+START_TEST(test_prune_removes_queued_samples_from_own_server)
+{
+	unsigned char data[3000], back[3000];
+	const uint32_t below[] = { 11, 13, 15, 99 };   /* 99 was never stored */
+	struct dlc_stats_tier_server g;
+	struct dlc_tier *tier;
+	char list[64], *cause = NULL;
+
+	if (!start_memcached()) {
+		fprintf(stderr, "memcached not available: client case skipped\n");
+		return;
+	}
+	memset(data, 0x5a, sizeof(data));
+	ck_assert_int_eq(dlc_tier_create(79, 100, &tier), 0);
+	snprintf(list, sizeof(list), "127.0.0.1:%u", memcached_port);
+	ck_assert_int_eq(dlc_tier_set_servers(tier, list, &cause), 0);
+	ck_assert_int_eq(dlc_tier_start(tier), 0);
+	wait_probed(tier, &g);
+	ck_assert(g.own);
+	for (uint32_t ino = 10; ino < 16; ino++)
+		dlc_tier_offer(tier, ino, data, sizeof(data), NAN);
+	ck_assert_int_eq(dlc_tier_prune(tier, below, COUNT(below)), 0);
+	for (int i = 0; i < 300 && g.removed < 3; i++) {
+		usleep(10000);
+		dlc_tier_gauges(tier, &g, 1);
+	}
+	ck_assert_uint_eq(g.removed, 3);
+	for (uint32_t ino = 10; ino < 16; ino++)
+		ck_assert_int_eq(dlc_tier_get(tier, ino, back, sizeof(back)), ino % 2 ? -ENOENT : 0);
+	dlc_tier_free(tier);
+	stop_memcached();
+}
+END_TEST
+
 START_TEST(test_read_file)
 {
 	char path[] = "/tmp/check_tier.XXXXXX";
@@ -410,6 +518,8 @@ static Suite *tier_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_client_round_trip);
 	tcase_add_test(tc, test_read_file);
+	tcase_add_test(tc, test_values_up_to_the_item_size);
+	tcase_add_test(tc, test_prune_removes_queued_samples_from_own_server);
 	tcase_add_unchecked_fixture(tc, NULL, stop_memcached);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("stats");

@@ -564,14 +564,22 @@ static void probe(struct dlc_tier *tier, struct tier_server *server)
 	}
 	/* Another process, or the same pid younger: restarted, empty. */
 	if (numbers[4] != atomic_load(&server->pid) || numbers[5] < atomic_load(&server->uptime)) {
-		uint64_t item_max = 0;
-
 		if (atomic_load(&server->pid) != 0 && atomic_exchange(&server->full, false))
 			dlc_log(DLC_LOG_INFO, "tier server %s restarted; filling it again", server->name);
-		/* A restart may have changed -I.  Unread, the default stays. */
+		atomic_store(&server->item_max, 0);     /* a restart may have changed -I */
+	}
+	if (atomic_load(&server->item_max) == 0) {
+		uint64_t item_max = 0;
+
+		/* Unread, the default stays (and is asked again next period);
+		 * a handle that may hold half a reply is not used again. */
 		if (memcached_stat_execute(server->probe, "settings", take_item_max, &item_max) ==
-		    MEMCACHED_SUCCESS)
+		    MEMCACHED_SUCCESS) {
 			atomic_store(&server->item_max, item_max);
+		} else {
+			memcached_free(server->probe);
+			server->probe = NULL;
+		}
 	}
 	atomic_store(&server->fill, numbers[0]);
 	atomic_store(&server->limit, numbers[1]);

@@ -42,11 +42,11 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_memcached I: memcached I on its port, 16 MiB, refusing instead of evicting.
+# start_memcached I: memcached I on its port, MC_MB MiB (16), refusing instead of evicting.
 start_memcached() {
 	local i=$1 user=()
 	[ "$(id -u)" = 0 ] && user=(-u root)
-	memcached "${user[@]}" -l 127.0.0.1 -p "${MC_PORTS[$i]}" -U 0 -m 16 -M -t 2 &
+	memcached "${user[@]}" -l 127.0.0.1 -p "${MC_PORTS[$i]}" -U 0 -m "${MC_MB:-16}" -M -t 2 &
 	MC_PIDS[$i]=$!
 	for _ in $(seq 1 100); do
 		python3 -c "import socket; socket.create_connection(('127.0.0.1', ${MC_PORTS[$i]}), 1)" 2>/dev/null && return 0
@@ -245,6 +245,74 @@ test_control_lines() {
 	stop_nodes
 	ALLOWED_LOG='tier server .* (stopped answering|holds a bad value)'
 	stop_memcached_all
+}
+
+# mount_sum NAME: a tier counter of $MNT summed over its servers.
+mount_sum() {
+	python3 -c 'import json, sys
+print(sum(int(s[sys.argv[2]]) for s in json.load(open(sys.argv[1]))["tier"].values() if isinstance(s, dict)))' "$MNT/.stats" "$1"
+}
+
+# ranks FILE ORDER: a SCORE line per file of $WORK/big, ranked by name
+# (up) or in reverse (down), and an epoch line.
+ranks() {
+	(cd "$WORK/big" && find train -type f | sort) | python3 -c '
+import sys
+paths = sys.stdin.read().split()
+if sys.argv[1] == "down":
+    paths.reverse()
+n = len(paths)
+sys.stdout.write("".join("%.6f %s\n" % ((i + 1) / n, p) for i, p in enumerate(paths)))
+sys.stdout.write("epoch %s\n" % sys.argv[2])' "$1" "$2"
+}
+
+# When the tier cannot hold the dataset, ranks decide: an epoch line sets a
+# threshold and only samples above it are offered; when the ranks turn
+# over, the next epoch line has the owners remove the values that fell
+# below it, and the samples that rose take their room.  (One mount, no
+# local cache, three servers of 8 MiB on this node: 19 MB of values for a
+# dataset of about 50 MB, so the samples above the first threshold are all
+# below the second.)
+test_ranks_decide_and_removal_makes_room() {
+	local adds removed hits n
+	make_dataset "$WORK/big" 2 100 250000
+	MC_MB=8 start_tier
+	start_daemon_from "$WORK/big" "policy=none,tier_servers=$TIER,tier_timeout=1s"
+	wait_tier_known
+	MNT=$MNT control "$(ranks up 1)" >/dev/null
+	cat "$MNT"/train/*/* >/dev/null
+	adds=$(mount_sum adds)
+	n=$(find "$WORK/big" -type f | wc -l)
+	[ "$adds" -gt 0 ] && [ "$adds" -lt "$n" ] || fail "with a threshold $adds of $n samples were added"
+	# The ranks turn over: what was above is now below, and is removed.
+	MNT=$MNT control "$(ranks down 2)" >/dev/null
+	for _ in $(seq 1 100); do
+		removed=$(mount_sum removed)
+		[ "$removed" -ge "$adds" ] && break
+		sleep 0.1
+	done
+	expect_eq "values removed after the ranks turned over" "$removed" "$adds"
+	# The samples that rose are added in their room, and served from it.
+	drop_caches
+	cat "$MNT"/train/*/* >/dev/null
+	[ "$(mount_sum adds)" -gt $((adds + adds / 2)) ] || fail "the samples that rose were not added: $(mount_sum adds) adds after $adds"
+	hits=$(mount_sum hits)
+	drop_caches
+	cat "$MNT"/train/*/* >/dev/null
+	[ "$(mount_sum hits)" -gt "$((hits + adds / 2))" ] || fail "the samples that rose are not served from the tier"
+	expect_eq "memcached evictions" "$(mount_sum evictions)" 0
+	stop_daemon
+	stop_memcached_all
+}
+
+# wait_tier_known: until every server of $MNT has been probed (its limit read).
+wait_tier_known() {
+	for _ in $(seq 1 100); do
+		python3 -c 'import json, sys
+sys.exit(0 if all(int(s["limit"]) > 0 for s in json.load(open(sys.argv[1]))["tier"].values() if isinstance(s, dict)) else 1)' "$MNT/.stats" && return 0
+		sleep 0.05
+	done
+	fail "the tier's servers were never probed"
 }
 
 # A bad tier_servers file refuses the mount with one sentence.

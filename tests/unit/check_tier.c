@@ -332,12 +332,12 @@ START_TEST(test_client_round_trip)
 }
 END_TEST
 
-/* Waits up to 3 s for the health thread's first probe (limit known). */
+/* Waits up to 5 s for the health thread's probe: limit and item_max known. */
 static void wait_probed(struct dlc_tier *tier, struct dlc_stats_tier_server *g)
 {
-	for (int i = 0; i < 300; i++) {
+	for (int i = 0; i < 500; i++) {
 		dlc_tier_gauges(tier, g, 1);
-		if (g->limit > 0)
+		if (g->limit > 0 && g->item_max > 0)
 			return;
 		usleep(10000);
 	}

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fuse_lowlevel.h>     /* FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION */
 #include <fuse_opt.h>
 #include <xxhash.h>
 
@@ -73,6 +74,8 @@ enum option_key {
 	KEY_CONTROL_UID,
 	KEY_CONTROL_GID,
 	KEY_CHUNK_FETCH,
+	KEY_PASSTHROUGH,
+	KEY_IO_URING,
 	KEY_KERNEL_FLAG,   /* passed to the FUSE mount as written */
 	KEY_FOREGROUND,
 	KEY_DEBUG,
@@ -116,6 +119,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("control_uid=", KEY_CONTROL_UID),
 	FUSE_OPT_KEY("control_gid=", KEY_CONTROL_GID),
 	FUSE_OPT_KEY("chunk_fetch=", KEY_CHUNK_FETCH),
+	FUSE_OPT_KEY("passthrough=", KEY_PASSTHROUGH),
+	FUSE_OPT_KEY("io_uring=", KEY_IO_URING),
 
 	FUSE_OPT_KEY("nosuid", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("suid", KEY_KERNEL_FLAG),
@@ -598,6 +603,34 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  value);
 		opts->chunk_fetch = number == 1;
 		return 0;
+	case KEY_PASSTHROUGH:
+		if (parse_unsigned(value, 0, 1, &number) < 0)
+			return parse_fail(state, -EINVAL,
+					  "passthrough '%s' is neither 0 nor 1; write passthrough=0 to serve every read from the daemon.",
+					  value);
+		opts->passthrough = number == 1;
+		return 0;
+	case KEY_IO_URING:
+		if (parse_unsigned(value, 0, 1, &number) < 0)
+			return parse_fail(state, -EINVAL,
+					  "io_uring '%s' is neither 0 nor 1; write io_uring=0, or leave it out.",
+					  value);
+		/*
+		 * FUSE over io_uring needs libfuse 3.18; Debian's newest source
+		 * package (trixie's, which tests/build.sh builds) is 3.17.
+		 */
+#if FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION < 18
+		if (number == 1)
+			return parse_fail(state, -EINVAL,
+					  "io_uring=1 needs libfuse 3.18 or later, and this dlcache is built with libfuse %d.%d; mount without io_uring=1 (or rebuild with tests/build.sh against a libfuse >= 3.18 once Debian ships one).",
+					  FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION);
+#else
+		if (number == 1)
+			return parse_fail(state, -EINVAL,
+					  "io_uring=1 is not wired to libfuse %d.%d's io_uring support in this dlcache yet; mount without io_uring=1.",
+					  FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION);
+#endif
+		return 0;
 	case KEY_REFRESH:
 		opts->refresh = true;
 		return 0;
@@ -666,6 +699,7 @@ static void set_defaults(struct dlc_options *opts)
 	opts->source_threads = DLC_DEFAULT_SOURCE_THREADS;
 	opts->memory_limit = DLC_DEFAULT_MEMORY_LIMIT;
 	opts->log_level = DLC_LOG_INFO;
+	opts->passthrough = true;
 }
 
 /* "default_permissions,fsname=NAME,subtype=dlcache[,allow_other][,FLAGS]" */
@@ -834,6 +868,11 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           when SOURCE is packed, else CACHE_DIR/snapshot.db)\n"
 		"    chunk_fetch=0|1        packed sources: a miss reads its whole chunk and\n"
 		"                           offers every file in it to the cache (default: 0)\n"
+		"    passthrough=0|1        hits on checked cache files are read by the\n"
+		"                           kernel from the cache file (FUSE passthrough:\n"
+		"                           libfuse >= 3.17, as root; default: 1)\n"
+		"    io_uring=0|1           FUSE over io_uring: needs libfuse >= 3.18; this\n"
+		"                           build refuses io_uring=1 (default: 0)\n"
 		"    refresh                crawl the source again and rewrite the snapshot\n"
 		"                           (default: off)\n"
 		"    crawl_threads=N        threads crawling the source, 1-%d (default: %d)\n"

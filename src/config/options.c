@@ -75,6 +75,7 @@ enum option_key {
 	KEY_CONTROL_GID,
 	KEY_CHUNK_FETCH,
 	KEY_PASSTHROUGH,
+	KEY_ATIME,
 	KEY_IO_URING,
 	KEY_KERNEL_FLAG,   /* passed to the FUSE mount as written */
 	KEY_FOREGROUND,
@@ -88,7 +89,9 @@ enum option_key {
  * The kernel mount is read-write unless the line says "ro": the daemon
  * itself refuses every change to the dataset with EROFS, and a read-write
  * mount lets the job write ranks to .control.  "rw" therefore adds nothing.
- * default_permissions is always on: the kernel checks the dataset's modes.  The atime family beyond atime/noatime (relatime, strictatime,
+ * default_permissions is always on: the kernel checks the dataset's modes.  "atime" is not passed on (libfuse 3.17 rejects it): it removes
+ * an earlier "noatime", the kernel's default being to update access times.
+ * The atime family beyond atime/noatime (relatime, strictatime,
  * diratime, nodiratime and their negations) is dropped: libfuse 3.14 rejects
  * them as unknown options, and on a read-only mount no access time is ever
  * written, so they change nothing.
@@ -129,7 +132,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("noexec", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("exec", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("noatime", KEY_KERNEL_FLAG),
-	FUSE_OPT_KEY("atime", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("atime", KEY_ATIME),
 	FUSE_OPT_KEY("sync", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("async", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("dirsync", KEY_KERNEL_FLAG),
@@ -198,6 +201,24 @@ static int parse_fail(struct parse_state *state, int rc, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -1;
+}
+
+/* Removes every flag in the kernel flag list; 0 or -ENOMEM. */
+static int drop_kernel_flag(struct parse_state *state, const char *flag)
+{
+	char *kept = NULL, *list = state->kernel_flags, *save = NULL;
+
+	if (!list)
+		return 0;
+	for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		if (strcmp(f, flag) != 0 && fuse_opt_add_opt(&kept, f) < 0) {
+			free(kept);
+			return -ENOMEM;
+		}
+	}
+	free(list);
+	state->kernel_flags = kept;
+	return 0;
 }
 
 static int replace_string(char **field, const char *value)
@@ -639,6 +660,11 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 		return 0;
 	case KEY_KERNEL_FLAG:
 		if (fuse_opt_add_opt(&state->kernel_flags, arg) < 0)
+			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
+		return 0;
+	case KEY_ATIME:
+		/* libfuse 3.17 takes no "atime": it only undoes an earlier noatime. */
+		if (drop_kernel_flag(state, "noatime") < 0)
 			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
 		return 0;
 	case KEY_FOREGROUND:

@@ -12,16 +12,18 @@
  * The kernel's rules (fs/fuse/iomode.c), which this table keeps:
  *   - an inode is either in "cached" io mode (daemon-served opens that use
  *     the page cache) or in passthrough mode: an open of the other kind
- *     fails with EIO.  A direct_io open uses neither and may coexist;
- *   - all live passthrough opens of an inode share one backing file;
+ *     fails with EIO;
+ *   - while an inode has a backing file, every open of it must pass through
+ *     (a direct_io open fails too), to that same backing file;
  *   - keep_cache makes no sense on a passthrough open (the caller leaves it
  *     off).
  * So, per inode with live opens: while daemon opens are live, a hit is
- * served by the daemon too (splice); while passthrough opens are live, a
- * hit on the same cache file reuses their backing id, and any other open
- * (a miss after an eviction, a first hit still being checked, a replaced
- * cache file) is served by the daemon with direct_io.  The backing id is
- * closed when the inode's last passthrough open is released.
+ * served by the daemon too (splice); while passthrough opens are live, every
+ * new open joins them with their backing id, whatever served it (a hit, a
+ * miss after an eviction, a first hit being checked): the backing file is a
+ * checked copy of the file's bytes, which the kernel keeps open even once
+ * the entry is evicted and its file unlinked.  The backing id is closed when
+ * the inode's last passthrough open is released.
  *
  * INVARIANTS
  *   - entries[] and the entries' fields are guarded by pt->lock; an inode
@@ -37,7 +39,6 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dlcache/log.h"
@@ -51,15 +52,13 @@ struct live_inode {
 	unsigned daemon_opens;       /* DLC_OPEN_DAEMON opens live */
 	unsigned passthrough_opens;  /* DLC_OPEN_PASSTHROUGH opens live */
 	int backing_id;              /* > 0 while passthrough_opens > 0 */
-	dev_t backing_dev;           /* the backing file, to reuse its id only */
-	ino_t backing_ino;           /* for opens of the same cache file */
 	struct live_inode *next;
 };
 
 struct dlc_passthrough {
 	pthread_mutex_t lock;
 	bool on;                     /* set once at INIT, before any open */
-	bool refused_logged;         /* guarded by lock */
+	bool refused;                /* the kernel refused a backing file; guarded by lock */
 	struct dlc_stats *stats;
 	struct live_inode *buckets[PASSTHROUGH_BUCKETS];   /* guarded by lock */
 };
@@ -137,33 +136,24 @@ static void drop_if_idle(struct live_inode **p)
 }
 
 #if DLC_HAVE_PASSTHROUGH
-/* A passthrough open of e with fd: a new backing id, or the live one. */
+/* The first passthrough open of e: fd registered as the backing file. */
 static enum dlc_open_mode pass_through(struct dlc_passthrough *pt, fuse_req_t req,
 				       struct live_inode *e, int fd, struct fuse_file_info *fi)
 {
-	struct stat st;
+	int id;
 
-	if (fstat(fd, &st) != 0)
+	if (pt->refused)
 		return DLC_OPEN_DAEMON;
-	if (e->passthrough_opens > 0) {
-		/* Another cache file than the live backing one (the entry was
-		 * evicted and admitted again): the kernel would refuse it. */
-		if (st.st_dev != e->backing_dev || st.st_ino != e->backing_ino)
-			return DLC_OPEN_DIRECT;
-	} else {
-		int id = fuse_passthrough_open(req, fd);
-
-		if (id <= 0) {
-			if (!pt->refused_logged)
-				dlc_log(DLC_LOG_WARNING, "the kernel refused a cache file as a passthrough backing file; hits are served by the daemon (mount with passthrough=0 to stop trying)");
-			pt->refused_logged = true;
-			return DLC_OPEN_DAEMON;
-		}
-		e->backing_id = id;
-		e->backing_dev = st.st_dev;
-		e->backing_ino = st.st_ino;
+	id = fuse_passthrough_open(req, fd);
+	if (id <= 0) {
+		/* libfuse logged the ioctl's error; the kernel would refuse
+		 * the next ones alike (not root, a stacked cache file system). */
+		dlc_log(DLC_LOG_WARNING, "the kernel refused a cache file as a passthrough backing file; hits are served by the daemon from now on (mount with passthrough=0 to keep it from trying)");
+		pt->refused = true;
+		return DLC_OPEN_DAEMON;
 	}
-	fi->backing_id = e->backing_id;
+	e->backing_id = id;
+	fi->backing_id = id;
 	return DLC_OPEN_PASSTHROUGH;
 }
 #endif
@@ -182,7 +172,8 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e) {
-			/* Untracked, the open must not touch the page cache. */
+			/* Untracked (no passthrough open is live, or it would
+			 * have an entry): direct_io is neutral to the kernel. */
 			pthread_mutex_unlock(&pt->lock);
 			fi->direct_io = 1;
 			return DLC_OPEN_DIRECT;
@@ -191,27 +182,24 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 		*p = e;
 	}
 #if DLC_HAVE_PASSTHROUGH
-	if (fd >= 0 && e->daemon_opens == 0)
+	if (e->passthrough_opens > 0) {
+		fi->backing_id = e->backing_id;
+		mode = DLC_OPEN_PASSTHROUGH;
+	} else if (fd >= 0 && e->daemon_opens == 0) {
 		mode = pass_through(pt, req, e, fd, fi);
-	else if (e->passthrough_opens > 0)
-		mode = DLC_OPEN_DIRECT;
+	}
 #else
 	(void)req;
 #endif
-	switch (mode) {
-	case DLC_OPEN_PASSTHROUGH:
+	if (mode == DLC_OPEN_PASSTHROUGH) {
 		e->passthrough_opens++;
-		dlc_stats_add(pt->stats, DLC_STAT_HITS_PASSTHROUGH, 1);
-		break;
-	case DLC_OPEN_DIRECT:
-		fi->direct_io = 1;
-		break;
-	default:
+		if (fd >= 0)
+			dlc_stats_add(pt->stats, DLC_STAT_HITS_PASSTHROUGH, 1);
+	} else {
 		e->daemon_opens++;
-		break;
+		if (fd >= 0)
+			dlc_stats_add(pt->stats, DLC_STAT_PASSTHROUGH_DECLINED, 1);
 	}
-	if (fd >= 0 && mode != DLC_OPEN_PASSTHROUGH)
-		dlc_stats_add(pt->stats, DLC_STAT_PASSTHROUGH_DECLINED, 1);
 	drop_if_idle(p);
 	pthread_mutex_unlock(&pt->lock);
 	return mode;

@@ -5,9 +5,9 @@
  * root), an open of a checked cache entry registers the cache file as the
  * open's backing file: the kernel then reads it itself and READs never reach
  * the daemon.  The kernel refuses (EIO to the opener) a passthrough open of
- * an inode that has a daemon-served open with the page cache live, and the
- * reverse, and all passthrough opens of one inode must share one backing
- * file: this module keeps, per inode with live opens, how many of each kind
+ * an inode that has a daemon-served open with the page cache live, and any
+ * open but a passthrough one to the same backing file while the inode has
+ * one: this module keeps, per inode with live opens, how many of each kind
  * there are, and picks each new open's mode so the rules hold.
  *
  * Built against libfuse 3.14 it only says DLC_OPEN_DAEMON.
@@ -31,8 +31,8 @@
 enum dlc_open_mode {
 	DLC_OPEN_UNTRACKED = 0,  /* not a dataset file (virtual files), or never answered */
 	DLC_OPEN_DAEMON,         /* READs to the daemon, page cache kept (keep_cache) */
-	DLC_OPEN_DIRECT,         /* READs to the daemon, no page cache (direct_io): the
-				  * inode has live passthrough opens on another file */
+	DLC_OPEN_DIRECT,         /* READs to the daemon, no page cache (direct_io):
+				  * untracked for want of memory */
 	DLC_OPEN_PASSTHROUGH,    /* READs served by the kernel from the backing file */
 };
 
@@ -55,8 +55,10 @@ bool dlc_passthrough_on(const struct dlc_passthrough *pt);
 
 /*
  * Picks the mode of an open of ino about to be answered with fi: fd is a
- * checked cache file holding the whole file (an open that may pass
- * through), or -1 (the daemon serves it).  Sets fi->backing_id for
+ * checked cache file holding the whole file (a hit that may start passing
+ * through), or -1 (the daemon serves it, unless the inode has live
+ * passthrough opens: then every open joins them, the backing file being a
+ * checked copy of the same bytes).  Sets fi->backing_id for
  * DLC_OPEN_PASSTHROUGH, fi->direct_io for DLC_OPEN_DIRECT; the caller sets
  * keep_cache only for DLC_OPEN_DAEMON.  Every mode returned must be given
  * back with dlc_passthrough_release once the kernel released the open (or

@@ -11,8 +11,7 @@ cd "$(dirname "$0")/.."
 . tests/deps.sh
 dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" "${DLC_RUN_PACKAGES[@]}" "${DLC_TRAIN_PACKAGES[@]}"
 
-[ -d build/meson-private ] || meson setup build >/dev/null
-ninja -C build >/dev/null
+tests/build.sh
 
 work=$(mktemp -d /tmp/dlcache-demo.XXXXXX)
 mnt=$work/mnt

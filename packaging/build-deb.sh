@@ -5,6 +5,9 @@
 # OUTDIR (default: the current directory).  Needs debhelper and the build
 # dependencies of packaging/debian/control (tests/run.sh installs them).
 . "$(dirname "$0")/common.sh"
+# The libfuse tests/build.sh builds with (DLC_LIBFUSE: auto, private, system).
+export DLC_PKG_CONFIG_PATH
+DLC_PKG_CONFIG_PATH=$("$top/tests/build.sh" --libfuse)
 tree=$work/dlcache-$version
 copy_tree "$tree"
 cp -r "$top/packaging/debian" "$tree/debian"

@@ -9,6 +9,9 @@ mkdir -p "$work"/{SOURCES,SPECS,BUILD,RPMS,SRPMS}
 copy_tree "$work/tree/dlcache-$version"
 tar -C "$work/tree" -czf "$work/SOURCES/dlcache-$version.tar.gz" "dlcache-$version"
 args=(--define "_topdir $work" --define "_tmppath $work")
+# The libfuse tests/build.sh builds with (DLC_LIBFUSE: auto, private, system).
+pcpath=$("$top/tests/build.sh" --libfuse)
+[ -z "$pcpath" ] || args+=(--define "dlc_pkg_config_path $pcpath")
 if ! rpm --eval '%{?meson_build}' | grep -q meson; then
 	args+=(--nodeps --load "$top/packaging/rpm/macros.meson")
 fi

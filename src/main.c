@@ -367,6 +367,7 @@ static int cmd_mount(int argc, char **argv)
 		.cache_max_file = opts.cache_max_file,
 		.source_threads = opts.source_threads,
 		.max_background = 64,
+		.passthrough = opts.passthrough,
 		.mountpoint = opts.mountpoint,
 		.control_uid = opts.control_uid,
 		.control_gid = opts.control_gid,

@@ -1,4 +1,4 @@
-# deps.sh - sourced by tests/run.sh and examples/demo.sh: installs the Debian
+# deps.sh - sourced by tests/build.sh, tests/run.sh and examples/demo.sh: installs the Debian
 # packages named in $DLC_PACKAGES that are missing (nothing when all are there).
 dlc_install_packages() {
 	local missing=() p
@@ -16,8 +16,9 @@ dlc_install_packages() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# dpkg-dev: dpkg-source unpacks the private libfuse's source package (tests/build.sh).
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check)
+	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check dpkg-dev)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The fuzz suite (tests/fuzz/run.sh): clang 14 and its libFuzzer, ASan and
 # UBSan runtimes (libclang-rt-14-dev holds libclang_rt.fuzzer-x86_64.a).

@@ -9,6 +9,8 @@
 #     ASAN_BUILD      build directory (default: build-asan in the source tree)
 #     STRESS_SECONDS  length of the mount stress test here (default: 15)
 #     SRCDIR          the source tree (default: this script's ..)
+#     SANITIZE_LIBFUSE  system (default), private or auto: tests/build.sh's
+#                     DLC_LIBFUSE for this build
 #
 # Every finding fails the run: UBSan reports abort (-fno-sanitize-recover),
 # ASan and LSan reports make the process exit non-zero, and every report of
@@ -21,15 +23,12 @@ ASAN_BUILD=${ASAN_BUILD:-$SRCDIR/build-asan}
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(unit mount)
 
-werror=false
-[ -n "${CI:-}" ] && werror=true
-if [ ! -d "$ASAN_BUILD/meson-private" ]; then
-	meson setup "$ASAN_BUILD" "$SRCDIR" -Db_sanitize=address,undefined \
-		-Dc_args=-fno-sanitize-recover=all -Dwerror=$werror >/dev/null
-else
-	meson configure "$ASAN_BUILD" -Dwerror=$werror >/dev/null
-fi
-ninja -C "$ASAN_BUILD" >/dev/null
+# Built by tests/build.sh against the system's libfuse (3.14 on Debian 12,
+# no passthrough) unless SANITIZE_LIBFUSE says otherwise: the main build
+# (build/) runs the suites with passthrough on the private libfuse 3.17,
+# this one runs them on the fallback, so CI tests both without a third pass.
+BUILD=$ASAN_BUILD DLC_LIBFUSE=${SANITIZE_LIBFUSE:-system} "$SRCDIR/tests/build.sh" \
+	-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all
 
 logs=$ASAN_BUILD/sanitizer-logs
 rm -rf "$logs"

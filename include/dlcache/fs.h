@@ -10,6 +10,7 @@
 #define DLCACHE_FS_H
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dlcache/backend.h"
@@ -34,6 +35,7 @@ struct dlc_fs_context {
 	uint64_t cache_max_file;     /* larger files are read from the source directly */
 	unsigned source_threads;     /* most opens and reads waiting on the source at once */
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
+	bool passthrough;            /* hits may pass through to the cache file (passthrough=) */
 	const char *mountpoint;      /* absolute; .control accepts it as a path prefix */
 	int64_t control_uid;         /* owner of .control; -1: the user who mounted */
 	int64_t control_gid;         /* group that may write .control too; -1: none */

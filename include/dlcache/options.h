@@ -45,6 +45,7 @@ struct dlc_options {
 				     * nor the packed directory's own */
 	bool refresh;               /* rebuild the snapshot even if it exists */
 	bool chunk_fetch;           /* packed sources: a miss reads its whole chunk */
+	bool passthrough;           /* hits may be FUSE passthrough opens (default on) */
 	enum dlc_policy_kind policy;
 	unsigned crawl_threads;
 	unsigned threads;           /* most FUSE worker threads */

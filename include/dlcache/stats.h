@@ -52,6 +52,10 @@ enum dlc_stat {
 	DLC_STAT_CONTROL_LINES,
 	DLC_STAT_CONTROL_ERRORS,
 	DLC_STAT_INTERRUPTED,          /* readers that left a wait for the source with EINTR */
+	DLC_STAT_HITS_PASSTHROUGH,     /* hits whose reads the kernel serves from the cache file */
+	DLC_STAT_PASSTHROUGH_DECLINED, /* checked hits the daemon serves while passthrough is
+					* on: the file had a daemon-served open, or the kernel
+					* refused the backing file */
 	DLC_STAT_COUNT,
 };
 
@@ -86,6 +90,7 @@ struct dlc_stats_gauges {
 	uint64_t cache_entries;
 	uint64_t cache_capacity;
 	bool admission_enabled;
+	bool passthrough;              /* hits may be passthrough opens (libfuse >= 3.17, granted) */
 	uint64_t snapshot_entries;
 	uint64_t snapshot_bytes;       /* sum of file sizes in the dataset */
 	uint64_t index_memory;         /* bytes of the in-memory snapshot index */

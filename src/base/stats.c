@@ -55,6 +55,8 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_CONTROL_LINES] = "control_lines",
 	[DLC_STAT_CONTROL_ERRORS] = "control_errors",
 	[DLC_STAT_INTERRUPTED] = "interrupted",
+	[DLC_STAT_HITS_PASSTHROUGH] = "hits_passthrough",
+	[DLC_STAT_PASSTHROUGH_DECLINED] = "passthrough_declined",
 };
 
 static const char *const backend_op_names[DLC_BACKEND_OP_COUNT] = {
@@ -283,6 +285,7 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "entries", gauges->cache_entries);
 	json_uint(&w, "capacity", gauges->cache_capacity);
 	json_bool(&w, "admission", gauges->admission_enabled);
+	json_bool(&w, "passthrough", gauges->passthrough);
 	json_close(&w);
 
 	json_open(&w, "source_reads");

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fuse_lowlevel.h>     /* FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION */
 #include <fuse_opt.h>
 #include <xxhash.h>
 
@@ -73,6 +74,9 @@ enum option_key {
 	KEY_CONTROL_UID,
 	KEY_CONTROL_GID,
 	KEY_CHUNK_FETCH,
+	KEY_PASSTHROUGH,
+	KEY_ATIME,
+	KEY_IO_URING,
 	KEY_KERNEL_FLAG,   /* passed to the FUSE mount as written */
 	KEY_FOREGROUND,
 	KEY_DEBUG,
@@ -85,7 +89,9 @@ enum option_key {
  * The kernel mount is read-write unless the line says "ro": the daemon
  * itself refuses every change to the dataset with EROFS, and a read-write
  * mount lets the job write ranks to .control.  "rw" therefore adds nothing.
- * default_permissions is always on: the kernel checks the dataset's modes.  The atime family beyond atime/noatime (relatime, strictatime,
+ * default_permissions is always on: the kernel checks the dataset's modes.  "atime" is not passed on (libfuse 3.17 rejects it): it removes
+ * an earlier "noatime", the kernel's default being to update access times.
+ * The atime family beyond atime/noatime (relatime, strictatime,
  * diratime, nodiratime and their negations) is dropped: libfuse 3.14 rejects
  * them as unknown options, and on a read-only mount no access time is ever
  * written, so they change nothing.
@@ -116,6 +122,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("control_uid=", KEY_CONTROL_UID),
 	FUSE_OPT_KEY("control_gid=", KEY_CONTROL_GID),
 	FUSE_OPT_KEY("chunk_fetch=", KEY_CHUNK_FETCH),
+	FUSE_OPT_KEY("passthrough=", KEY_PASSTHROUGH),
+	FUSE_OPT_KEY("io_uring=", KEY_IO_URING),
 
 	FUSE_OPT_KEY("nosuid", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("suid", KEY_KERNEL_FLAG),
@@ -124,7 +132,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("noexec", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("exec", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("noatime", KEY_KERNEL_FLAG),
-	FUSE_OPT_KEY("atime", KEY_KERNEL_FLAG),
+	FUSE_OPT_KEY("atime", KEY_ATIME),
 	FUSE_OPT_KEY("sync", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("async", KEY_KERNEL_FLAG),
 	FUSE_OPT_KEY("dirsync", KEY_KERNEL_FLAG),
@@ -193,6 +201,24 @@ static int parse_fail(struct parse_state *state, int rc, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -1;
+}
+
+/* Removes every flag in the kernel flag list; 0 or -ENOMEM. */
+static int drop_kernel_flag(struct parse_state *state, const char *flag)
+{
+	char *kept = NULL, *list = state->kernel_flags, *save = NULL;
+
+	if (!list)
+		return 0;
+	for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		if (strcmp(f, flag) != 0 && fuse_opt_add_opt(&kept, f) < 0) {
+			free(kept);
+			return -ENOMEM;
+		}
+	}
+	free(list);
+	state->kernel_flags = kept;
+	return 0;
 }
 
 static int replace_string(char **field, const char *value)
@@ -598,6 +624,34 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  value);
 		opts->chunk_fetch = number == 1;
 		return 0;
+	case KEY_PASSTHROUGH:
+		if (parse_unsigned(value, 0, 1, &number) < 0)
+			return parse_fail(state, -EINVAL,
+					  "passthrough '%s' is neither 0 nor 1; write passthrough=0 to serve every read from the daemon.",
+					  value);
+		opts->passthrough = number == 1;
+		return 0;
+	case KEY_IO_URING:
+		if (parse_unsigned(value, 0, 1, &number) < 0)
+			return parse_fail(state, -EINVAL,
+					  "io_uring '%s' is neither 0 nor 1; write io_uring=0, or leave it out.",
+					  value);
+		/*
+		 * FUSE over io_uring needs libfuse 3.18; Debian's newest source
+		 * package (trixie's, which tests/build.sh builds) is 3.17.
+		 */
+#if FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION < 18
+		if (number == 1)
+			return parse_fail(state, -EINVAL,
+					  "io_uring=1 needs libfuse 3.18 or later, and this dlcache is built with libfuse %d.%d; mount without io_uring=1 (or rebuild with tests/build.sh against a libfuse >= 3.18 once Debian ships one).",
+					  FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION);
+#else
+		if (number == 1)
+			return parse_fail(state, -EINVAL,
+					  "io_uring=1 is not wired to libfuse %d.%d's io_uring support in this dlcache yet; mount without io_uring=1.",
+					  FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION);
+#endif
+		return 0;
 	case KEY_REFRESH:
 		opts->refresh = true;
 		return 0;
@@ -606,6 +660,11 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 		return 0;
 	case KEY_KERNEL_FLAG:
 		if (fuse_opt_add_opt(&state->kernel_flags, arg) < 0)
+			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
+		return 0;
+	case KEY_ATIME:
+		/* libfuse 3.17 takes no "atime": it only undoes an earlier noatime. */
+		if (drop_kernel_flag(state, "noatime") < 0)
 			return parse_fail(state, -ENOMEM, "out of memory while reading options.");
 		return 0;
 	case KEY_FOREGROUND:
@@ -666,6 +725,7 @@ static void set_defaults(struct dlc_options *opts)
 	opts->source_threads = DLC_DEFAULT_SOURCE_THREADS;
 	opts->memory_limit = DLC_DEFAULT_MEMORY_LIMIT;
 	opts->log_level = DLC_LOG_INFO;
+	opts->passthrough = true;
 }
 
 /* "default_permissions,fsname=NAME,subtype=dlcache[,allow_other][,FLAGS]" */
@@ -834,6 +894,11 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           when SOURCE is packed, else CACHE_DIR/snapshot.db)\n"
 		"    chunk_fetch=0|1        packed sources: a miss reads its whole chunk and\n"
 		"                           offers every file in it to the cache (default: 0)\n"
+		"    passthrough=0|1        hits on checked cache files are read by the\n"
+		"                           kernel from the cache file (FUSE passthrough:\n"
+		"                           libfuse >= 3.17, as root; default: 1)\n"
+		"    io_uring=0|1           FUSE over io_uring: needs libfuse >= 3.18; this\n"
+		"                           build refuses io_uring=1 (default: 0)\n"
 		"    refresh                crawl the source again and rewrite the snapshot\n"
 		"                           (default: off)\n"
 		"    crawl_threads=N        threads crawling the source, 1-%d (default: %d)\n"

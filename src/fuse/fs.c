@@ -30,6 +30,7 @@
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
 #include "control_apply.h"
+#include "passthrough.h"
 #include "pending.h"
 
 /* The dataset does not change while mounted: a year is as good as forever. */
@@ -67,6 +68,8 @@ struct handle {
 	char *text;
 	size_t text_len;
 	int fd;                                 /* HANDLE_FD */
+	fuse_ino_t ino;                         /* a dataset file's */
+	enum dlc_open_mode mode;                /* how its open is served (passthrough.h) */
 	pthread_mutex_t lock;                   /* HANDLE_CONTROL: guards parser */
 	struct dlc_control_parser *parser;
 	struct handle *prev, *next;             /* fs->open_handles; guarded by
@@ -87,6 +90,7 @@ struct fs {
 	pthread_mutex_t handles_lock;
 	struct handle open_handles; /* list head; guarded by handles_lock */
 	struct dlc_pool *source_pool;  /* opens and reads that wait on the source */
+	struct dlc_passthrough *passthrough;   /* the mode of each dataset open */
 };
 
 /* How long unmount waits for source reads before it says what it waits for. */
@@ -187,6 +191,8 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_SPLICE_MOVE;
 	if (fs->context->max_background)
 		conn->max_background = fs->context->max_background;
+	/* Hits on checked cache files: READs served by the kernel. */
+	dlc_passthrough_init(fs->passthrough, conn, fs->context->passthrough);
 }
 
 /* Whether name is one of the virtual files of the mount root. */
@@ -360,6 +366,7 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->cache_entries = cache.entries;
 	g->cache_capacity = cache.capacity;
 	g->admission_enabled = cache.admission;
+	g->passthrough = dlc_passthrough_on(fs->passthrough);
 	g->snapshot_entries = dlc_snapshot_count(c->snapshot);
 	g->snapshot_bytes = dlc_snapshot_total_bytes(c->snapshot);
 	g->index_memory = dlc_snapshot_memory(c->snapshot);
@@ -519,9 +526,14 @@ static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h)
 	return dlc_fetch_get(c->fetch, (uint32_t)ino, &h->blob);
 }
 
-/* Answers an open with h (taken: freed on failure) or with rc < 0. */
-static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, bool virtual,
-			struct handle *h, int rc)
+/*
+ * Answers an open of ino with h (taken: freed on failure) or with rc < 0.
+ * A dataset file's open gets its mode from passthrough.c: a checked cache
+ * file (HANDLE_FD) may be passed through to the kernel; the page cache is
+ * kept across opens (keep_cache) only for daemon-served opens.
+ */
+static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, fuse_ino_t ino,
+			bool virtual, struct handle *h, int rc)
 {
 	if (rc < 0) {
 		free_handle(fs, h);
@@ -531,7 +543,10 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
 	if (virtual) {
 		fi->direct_io = 1;
 	} else {
-		fi->keep_cache = 1;
+		h->ino = ino;
+		h->mode = dlc_passthrough_open(fs->passthrough, req, ino,
+					       h->kind == HANDLE_FD ? h->fd : -1, fi);
+		fi->keep_cache = h->mode == DLC_OPEN_DAEMON;
 		fi->noflush = 1;
 	}
 	fi->fh = (uintptr_t)h;
@@ -540,6 +555,7 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
 		/* The opener was interrupted, or the connection is gone: nobody
 		 * will release this handle. */
 		untrack_handle(fs, h);
+		dlc_passthrough_release(fs->passthrough, req, ino, h->mode);
 		free_handle(fs, h);
 	}
 }
@@ -598,7 +614,7 @@ static void run_source_wait(void *arg)
 		/* A reader that left before its turn costs no fetch. */
 		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h) : -EINTR;
 		if (dlc_pending_claim(&w->pending))
-			finish_open(w->pending.req, w->fs, &w->fi, false, w->h, rc);
+			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, rc);
 		else
 			free_handle(w->fs, w->h);
 	}
@@ -659,12 +675,12 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	atomic_init(&h->refs, 1);
 	rc = which ? open_virtual(fs, which, h) : open_local(fs, ino, h, &needs_source);
 	if (rc < 0 || !needs_source) {
-		finish_open(req, fs, fi, which != 0, h, rc);
+		finish_open(req, fs, fi, ino, which != 0, h, rc);
 		return;
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
-		finish_open(req, fs, fi, false, h, -ENOMEM);
+		finish_open(req, fs, fi, ino, false, h, -ENOMEM);
 		return;
 	}
 	*w = (struct source_wait) { .fs = fs, .h = h, .ino = ino, .open = true, .fi = *fi };
@@ -781,6 +797,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	 */
 	if (h->kind == HANDLE_CONTROL)
 		control_finish(fs_of(req), h);
+	dlc_passthrough_release(fs_of(req)->passthrough, req, h->ino, h->mode);
 	untrack_handle(fs_of(req), h);
 	handle_put(fs_of(req), h);
 	fuse_reply_err(req, 0);
@@ -929,6 +946,7 @@ static void fs_destroy(void *userdata)
 		free_handle(fs, h);
 	}
 	pthread_mutex_destroy(&fs->handles_lock);
+	dlc_passthrough_free(fs->passthrough);
 	free(fs);
 }
 
@@ -997,19 +1015,21 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	fs->open_handles.next = fs->open_handles.prev = &fs->open_handles;
 	clock_gettime(CLOCK_REALTIME, &fs->started);
 	fs->source_pool = dlc_pool_create(context->source_threads);
-	if (!fs->source_pool) {
-		pthread_mutex_destroy(&fs->handles_lock);
-		free(fs);
-		return NULL;
-	}
+	fs->passthrough = dlc_passthrough_new(context->stats);
+	if (!fs->source_pool || !fs->passthrough)
+		goto err;
 	warn_hidden_names(context->snapshot);
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
-	if (!session) {
-		dlc_pool_stop(fs->source_pool, 0);
-		pthread_mutex_destroy(&fs->handles_lock);
-		free(fs);
-		return NULL;
-	}
+	if (!session)
+		goto err;
 	context->fs = fs;
 	return session;
+
+err:
+	if (fs->source_pool)
+		dlc_pool_stop(fs->source_pool, 0);
+	dlc_passthrough_free(fs->passthrough);
+	pthread_mutex_destroy(&fs->handles_lock);
+	free(fs);
+	return NULL;
 }

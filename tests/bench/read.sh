@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # tests/bench/read.sh [FILES] - the read path side by side with native reads:
 #   hits:   every cached file read through the mount vs the cache's own files
-#           read natively, page cache cold (dropped) and warm, 1 and 4 readers;
+#           read natively, page cache cold (dropped) and warm, 1 and 4
+#           readers, for this build (passthrough on where it can be) and a
+#           baseline (default: this binary with passthrough=0, the daemon
+#           splicing every hit), one mount after the other in each round;
+#           the best of ROUNDS rounds (default 3) of each; plus the cost of
+#           one warm open+close (the OPEN round trip), and the first pass
+#           after mount, whose hits are read whole and checked (xxh3);
 #   misses: 8 readers over an emulated slow source (source_delay, source_bw)
-#           vs the throughput that source allows.
+#           vs the throughput that source allows, both builds.
 # FILES (default 20000) files of ~110 KB in 100 classes, built once in
 # $BENCH_DIR.  Needs root and /dev/fuse.  Prints ratios.
+#
+# Environment: ROUNDS; BASELINE (a dlcache binary, default this one) and
+# BASELINE_OPTS (its mount options, default passthrough=0; set it empty for
+# a binary without that option), e.g. a build against the system's libfuse:
+#     DLC_LIBFUSE=system BUILD=build-sys tests/build.sh
+#     BASELINE=build-sys/dlcache BASELINE_OPTS= tests/bench/read.sh 4000
 . "$(dirname "$0")/lib.sh"
 FILES=${1:-20000}
 DELAY=${DELAY:-2ms}
@@ -31,28 +43,86 @@ names = dict(line.split(" ", 1) for line in sys.stdin.read().splitlines())
 for p in open(order).read().split():
     n = names[p]
     print("%s/data/%s/%s" % (cache, n[:2], n))' "$WORK/cache" "$WORK/order" >"$WORK/native"
-mount_dlcache "$SRC" cache_size=100G
-echo "hits: $FILES files, $(du -sh "$WORK/cache/data" | cut -f1) cached"
-printf '%-34s %10s %10s %7s\n' "" "native" "dlcache" "ratio"
-for readers in 1 4; do
-	drop_caches; read -r ns _ nb < <(run "$WORK/native" $readers)
-	drop_caches; read -r ds _ db < <(run "$WORK/mounted" $readers)
-	[ "$nb" = "$db" ] || echo "bytes differ: native $nb, dlcache $db"
-	printf '%-34s %7s MB/s %7s MB/s %7s\n' "cold page cache, $readers reader(s)" "$(mbps "$ns" "$nb")" "$(mbps "$ds" "$db")" "$(ratio "$ns" "$ds")"
-	run "$WORK/native" $readers >/dev/null; run "$WORK/mounted" $readers >/dev/null
-	read -r ns _ nb < <(run "$WORK/native" $readers)
-	read -r ds _ db < <(run "$WORK/mounted" $readers)
-	printf '%-34s %7s MB/s %7s MB/s %7s\n' "warm page cache, $readers reader(s)" "$(mbps "$ns" "$nb")" "$(mbps "$ds" "$db")" "$(ratio "$ns" "$ds")"
+ROUNDS=${ROUNDS:-3}
+BASELINE=${BASELINE:-$DLCACHE}
+BASELINE_OPTS=${BASELINE_OPTS-passthrough=0}
+THIS=$DLCACHE
+
+# opens LIST: microseconds per open+close of every file in LIST (no read).
+opens() {
+	python3 - "$1" <<'PY'
+import os, sys, time
+paths = [p for p in open(sys.argv[1]).read().split("\n") if p]
+start = time.monotonic()
+for p in paths:
+    os.close(os.open(p, os.O_RDONLY))
+print("%.1f" % ((time.monotonic() - start) / len(paths) * 1e6))
+PY
+}
+# keep_min NAME VALUE: best[NAME] = min(best[NAME], VALUE).
+declare -A best
+keep_min() {
+	if [ -z "${best[$1]:-}" ] || awk "BEGIN {exit !($2 < ${best[$1]})}"; then best[$1]=$2; fi
+}
+# with BUILD: mounts the cache with this build ("this") or the baseline.
+with() {
+	if [ "$1" = this ]; then DLCACHE=$THIS mount_dlcache "$SRC" cache_size=100G
+	else DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G${BASELINE_OPTS:+,$BASELINE_OPTS}"; fi
+}
+
+echo "hits: $FILES files, $(du -sh "$WORK/cache/data" | cut -f1) cached, best of $ROUNDS rounds"
+echo "  this: $("$THIS" --version); baseline: $("$BASELINE" --version) ${BASELINE_OPTS:+-o $BASELINE_OPTS}"
+for round in $(seq 1 "$ROUNDS"); do
+	for build in this baseline; do
+		with $build
+		# The first pass after mount reads and checks every entry.
+		drop_caches; read -r s _ b < <(run "$WORK/mounted" 4); keep_min "$build first" "$s"
+		for readers in 1 4; do
+			drop_caches; read -r s _ nb < <(run "$WORK/native" $readers); keep_min "native cold $readers" "$s"
+			drop_caches; read -r s _ db < <(run "$WORK/mounted" $readers); keep_min "$build cold $readers" "$s"
+			[ "$nb" = "$db" ] || echo "bytes differ: native $nb, dlcache $db"
+			run "$WORK/native" $readers >/dev/null; run "$WORK/mounted" $readers >/dev/null
+			read -r s _ _ < <(run "$WORK/native" $readers); keep_min "native warm $readers" "$s"
+			read -r s _ _ < <(run "$WORK/mounted" $readers); keep_min "$build warm $readers" "$s"
+		done
+		keep_min "native open" "$(opens "$WORK/native")"
+		keep_min "$build open" "$(opens "$WORK/mounted")"
+		[ "$build" = this ] && pt_hits=$(stat_of hits_passthrough) && pt_on=$(stat_of cache.passthrough)
+		unmount_dlcache
+	done
 done
-unmount_dlcache
+bytes=$nb
+echo "  this build: cache.passthrough $pt_on, $pt_hits hits passed through in its last round"
+printf '%-34s %10s %17s %17s\n' "" "native" "this build" "baseline"
+row() {   # row LABEL KEY
+	local n=${best[native $2]} t=${best[this $2]} b=${best[baseline $2]}
+	printf '%-34s %5s MB/s %5s MB/s %5s %5s MB/s %5s\n' "$1" "$(mbps "$n" "$bytes")" \
+		"$(mbps "$t" "$bytes")" "$(ratio "$n" "$t")" "$(mbps "$b" "$bytes")" "$(ratio "$n" "$b")"
+}
+for readers in 1 4; do
+	row "cold page cache, $readers reader(s)" "cold $readers"
+	row "warm page cache, $readers reader(s)" "warm $readers"
+done
+printf '%-34s %10s %11s MB/s %11s MB/s\n' "first pass after mount (xxh3), 4" "" \
+	"$(mbps "${best[this first]}" "$bytes")" "$(mbps "${best[baseline first]}" "$bytes")"
+printf '%-34s %7s us %14s us %14s us\n' "warm open+close, 1 reader" "${best[native open]}" \
+	"${best[this open]}" "${best[baseline open]}"
 
 # Misses: nothing cached, the source slowed down; the bound is what 8
 # concurrent streams of open + one read + close get from it.
-rm -rf "$WORK/cache"
-mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW"
 head -n 2000 "$WORK/mounted" >"$WORK/miss"
-drop_caches; read -r ms mf mb < <(run "$WORK/miss" 8)
-unmount_dlcache
+for round in $(seq 1 "$ROUNDS"); do
+	for build in this baseline; do
+		rm -rf "$WORK/cache"
+		if [ "$build" = this ]; then
+			DLCACHE=$THIS mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW"
+		else
+			DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW${BASELINE_OPTS:+,$BASELINE_OPTS}"
+		fi
+		drop_caches; read -r ms mf mb < <(run "$WORK/miss" 8); keep_min "$build miss" "$ms"
+		unmount_dlcache
+	done
+done
 bound=$(python3 - "$DELAY" "$BW" "$mf" "$mb" <<'PY'
 import sys
 def seconds(text):
@@ -68,5 +138,8 @@ per_file = 3 * delay + nbytes / files / bw      # open, one read, close
 print("%.1f" % (min(8 * nbytes / files / per_file, bw) / 2**20))
 PY
 )
-echo "misses: 2000 files, 8 readers, source_delay=$DELAY source_bw=$BW"
-echo "  dlcache $(mbps "$ms" "$mb") MB/s; the emulated source allows $bound MB/s at 8 streams; ratio $(awk "BEGIN {printf \"%.2f\", $mb / $ms / 1048576 / $bound}")"
+echo "misses: 2000 files, 8 readers, source_delay=$DELAY source_bw=$BW; the emulated source allows $bound MB/s at 8 streams"
+for build in this baseline; do
+	ms=${best[$build miss]}
+	echo "  $build: $(mbps "$ms" "$mb") MB/s, ratio $(awk "BEGIN {printf \"%.2f\", $mb / $ms / 1048576 / $bound}")"
+done

@@ -29,9 +29,17 @@ deb=$("$SRCDIR/packaging/build-deb.sh" "$WORK/deb" | tail -n 1)
 dpkg-deb -c "$deb" | awk '{$1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print}' | tee "$WORK/deb.list"
 has_all "$WORK/deb.list"
 dpkg-deb -f "$deb" Depends | tee "$WORK/deb.depends"
-for d in fuse3 libfuse3 libsqlite3 libxxhash libnfs libarchive libmemcached; do
+for d in fuse3 libsqlite3 libxxhash libnfs libarchive libmemcached; do
 	grep -q "$d" "$WORK/deb.depends" || fail "the .deb does not depend on $d"
 done
+# Built against tests/build.sh's private static libfuse, the daemon needs
+# fusermount3 (fuse3) but not the system's libfuse3-3; against the system's
+# libfuse it needs libfuse3-3.
+if [ -n "$(DLC_LIBFUSE=${DLC_LIBFUSE:-auto} "$SRCDIR/tests/build.sh" --libfuse)" ]; then
+	! grep -q libfuse3 "$WORK/deb.depends" || fail "the .deb depends on libfuse3 although it links the private static libfuse"
+else
+	grep -q libfuse3 "$WORK/deb.depends" || fail "the .deb does not depend on libfuse3"
+fi
 
 echo "== .rpm"
 if command -v rpmbuild >/dev/null; then

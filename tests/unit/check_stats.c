@@ -30,6 +30,8 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 	"chunk_reads", "chunk_admissions", "chunk_hits", "control_lines", "control_errors",
 	"interrupted",
+	"hits_passthrough",
+	"passthrough_declined",
 };
 
 static struct dlc_stats stats;
@@ -262,9 +264,9 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		lines++;
 		s = end + 1;
 	}
-	/* 4 identity + the counters + 4, remote_ops 9, cache 6, source_reads 5,
+	/* 4 identity + the counters + 4, remote_ops 9, cache 7, source_reads 5,
 	 * memory 6, snapshot 5, lifetime (the counters + 2), the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 6 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 7 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);
@@ -275,23 +277,24 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[32];
+		const char *keys[40];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
 			  "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
-			  "control_errors", "interrupted", "hit_ratio", "last_error", "epoch", "scored_samples",
+			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
-		{ "cache", { "bytes", "entries", "capacity", "admission" } },
+		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough" } },
 		{ "source_reads", { "threads", "running", "queued" } },
 		{ "memory", { "limit", "used", "peak", "waits" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
 		{ "lifetime", { "hits", "misses", "bytes_from_cache", "bytes_from_remote",
 				"admissions", "evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors",
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
-				"control_lines", "control_errors", "interrupted" } },
+				"control_lines", "control_errors", "interrupted", "hits_passthrough",
+				"passthrough_declined" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);
@@ -421,7 +424,9 @@ START_TEST(test_values_and_derived_members)
 	ck_assert_uint_eq(member_value(json, "cache", "bytes"), 1320702443);
 	ck_assert_uint_eq(member_value(json, "cache", "capacity"), 200ULL << 30);
 	ck_assert_ptr_nonnull(find_member(json, "cache", "admission", line, sizeof(line)));
-	ck_assert_str_eq(line, "    \"admission\": true");
+	ck_assert_str_eq(line, "    \"admission\": true,");
+	ck_assert_ptr_nonnull(find_member(json, "cache", "passthrough", line, sizeof(line)));
+	ck_assert_str_eq(line, "    \"passthrough\": false");
 	ck_assert_uint_eq(member_value(json, "snapshot", "entries"), 1281167);
 	ck_assert_uint_eq(member_value(json, "snapshot", "index_memory"), 96 << 20);
 	ck_assert_int_eq(json[strlen(json) - 2], '}');
@@ -432,7 +437,7 @@ START_TEST(test_values_and_derived_members)
 	ck_assert_ptr_nonnull(find_member(json, NULL, "source", line, sizeof(line)));
 	ck_assert_str_eq(line, "  \"source\": \"\",");
 	ck_assert_ptr_nonnull(find_member(json, "cache", "admission", line, sizeof(line)));
-	ck_assert_str_eq(line, "    \"admission\": false");
+	ck_assert_str_eq(line, "    \"admission\": false,");
 	free(json);
 }
 END_TEST

@@ -1,0 +1,79 @@
+/*
+ * passthrough.h - FUSE passthrough for cache hits (private to src/fuse/).
+ *
+ * With libfuse >= 3.17 and a kernel that grants FUSE_CAP_PASSTHROUGH (as
+ * root), an open of a checked cache entry registers the cache file as the
+ * open's backing file: the kernel then reads it itself and READs never reach
+ * the daemon.  The kernel refuses (EIO to the opener) a passthrough open of
+ * an inode that has a daemon-served open with the page cache live, and any
+ * open but a passthrough one to the same backing file while the inode has
+ * one: this module keeps, per inode with live opens, how many of each kind
+ * there are, and picks each new open's mode so the rules hold.
+ *
+ * Built against libfuse 3.14 it only says DLC_OPEN_DAEMON.
+ */
+#ifndef DLCACHE_FUSE_PASSTHROUGH_H
+#define DLCACHE_FUSE_PASSTHROUGH_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+#include "dlcache/stats.h"
+
+/* Whether this build's libfuse can register backing files (3.17 and later). */
+#if FUSE_MAJOR_VERSION > 3 || (FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION >= 17)
+#define DLC_HAVE_PASSTHROUGH 1
+#else
+#define DLC_HAVE_PASSTHROUGH 0
+#endif
+
+/* How one open of a dataset file is served. */
+enum dlc_open_mode {
+	DLC_OPEN_UNTRACKED = 0,  /* not a dataset file (virtual files), or never answered */
+	DLC_OPEN_DAEMON,         /* READs to the daemon, page cache kept (keep_cache) */
+	DLC_OPEN_DIRECT,         /* READs to the daemon, no page cache (direct_io):
+				  * untracked for want of memory */
+	DLC_OPEN_PASSTHROUGH,    /* READs served by the kernel from the backing file */
+};
+
+struct dlc_passthrough;
+
+/* A table for one mount; NULL when out of memory.  Starts off. */
+struct dlc_passthrough *dlc_passthrough_new(struct dlc_stats *stats);
+void dlc_passthrough_free(struct dlc_passthrough *pt);
+
+/*
+ * At INIT: asks for FUSE_CAP_PASSTHROUGH through conn->want when wanted
+ * (the passthrough= option), the library supports it, the kernel offers it
+ * and the daemon runs as root (the kernel registers backing files only for
+ * CAP_SYS_ADMIN).  Returns whether passthrough is on for the mount.
+ */
+bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *conn, bool wanted);
+
+/* Whether passthrough is on for the mount (for .stats). */
+bool dlc_passthrough_on(const struct dlc_passthrough *pt);
+
+/*
+ * Picks the mode of an open of ino about to be answered with fi: fd is a
+ * checked cache file holding the whole file (a hit that may start passing
+ * through), or -1 (the daemon serves it, unless the inode has live
+ * passthrough opens: then every open joins them, the backing file being a
+ * checked copy of the same bytes).  Sets fi->backing_id for
+ * DLC_OPEN_PASSTHROUGH, fi->direct_io for DLC_OPEN_DIRECT; the caller sets
+ * keep_cache only for DLC_OPEN_DAEMON.  Every mode returned must be given
+ * back with dlc_passthrough_release once the kernel released the open (or
+ * the reply failed).
+ */
+enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t req, fuse_ino_t ino,
+					int fd, struct fuse_file_info *fi);
+
+/* The open of ino answered with mode is gone; the last passthrough open of
+ * an inode closes its backing file. */
+void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_ino_t ino,
+			     enum dlc_open_mode mode);
+
+/* Asserts the table's invariants (counts never negative, an entry with
+ * passthrough opens holds a backing id, no entry with both kinds live). */
+void dlc_passthrough_verify(struct dlc_passthrough *pt);
+
+#endif

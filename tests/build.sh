@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# tests/build.sh - the one build command: installs what the build needs and
+# builds dlcache with meson into build/ (or $BUILD).
+#
+#     tests/build.sh [MESON_OPTION...]      # e.g. tests/build.sh -Dbuildtype=release
+#     tests/build.sh --libfuse              # only the libfuse: prints the
+#                                           # pkg-config directory to build
+#                                           # against (empty: the system's)
+#
+# The packaging scripts use --libfuse and hand the directory to meson's
+# pkg_config_path option inside the package build.
+#
+# FUSE passthrough (cache hits read by the kernel from the cache file, the
+# daemon out of the READ path) needs libfuse >= 3.17; Debian 12 ships 3.14.
+# Where the system's libfuse is older, this script fetches Debian trixie's
+# fuse3 *source* package through a private apt configuration kept beside the
+# build (its own sources.list with one deb-src line, its own state and cache
+# directories: the system's apt sources are not touched; trixie's binary
+# packages would need a newer glibc), builds it with meson as a static
+# library (no utilities, examples or tests) into a private prefix, and
+# configures dlcache against that prefix.  The fetched source, the libfuse
+# build and the prefix are kept, so a rerun neither fetches nor rebuilds.
+# The binary then needs fuse3 (fusermount3, for non-root mounts) but not
+# libfuse3-3.
+#
+# Environment:
+#     BUILD            the build directory (default: build in the source tree)
+#     DLC_LIBFUSE      auto (default): the private libfuse where the system's
+#                      is older than 3.17; private: always; system: the
+#                      system's libfuse (3.14 on Debian 12: no passthrough)
+#     DLC_LIBFUSE_DIR  where the private libfuse lives: apt/ (the private apt
+#                      configuration), src/ (the source package), build/,
+#                      prefix/ (default: build-libfuse in the source tree, a
+#                      sibling of build/ that survives its removal)
+#     CI               set: warnings are errors (-Dwerror=true)
+#
+# The last line printed names the build directory and the libfuse it uses.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$top/build}
+DLC_LIBFUSE=${DLC_LIBFUSE:-auto}
+DLC_LIBFUSE_DIR=${DLC_LIBFUSE_DIR:-$top/build-libfuse}
+LIBFUSE_WANTED=3.17
+. "$top/tests/deps.sh"
+
+case $DLC_LIBFUSE in
+auto | private | system) ;;
+*)
+	echo "tests/build.sh: DLC_LIBFUSE=$DLC_LIBFUSE is not one of auto, private, system; unset it or pick one." >&2
+	exit 2
+	;;
+esac
+
+dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" >&2
+
+# version_at_least A B: A >= B, for dotted versions.
+version_at_least() {
+	[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
+}
+
+# private_libfuse: makes $DLC_LIBFUSE_DIR/prefix hold a static libfuse
+# 3.17 (fuse3.pc in prefix/lib/pkgconfig) unless it already does.
+private_libfuse() {
+	local d=$DLC_LIBFUSE_DIR apt=$DLC_LIBFUSE_DIR/apt
+	local pc=$d/prefix/lib/pkgconfig/fuse3.pc
+	if [ -f "$d/prefix/.complete" ] && [ -f "$pc" ]; then
+		return 0
+	fi
+	# dpkg-source unpacks the source package and applies Debian's patches.
+	dlc_install_packages dpkg-dev
+	mkdir -p "$apt/etc/sources.list.d" "$apt/etc/preferences.d" "$apt/etc/apt.conf.d" \
+		"$apt/state/lists/partial" "$apt/cache/archives/partial" "$d/src"
+	cat >"$apt/etc/sources.list" <<-EOF
+		# Private to dlcache's build (tests/build.sh): trixie's sources only.
+		deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+	EOF
+	: >"$apt/state/status"
+	local aptopts=(-o "Dir::Etc=$apt/etc" -o "Dir::Etc::sourcelist=$apt/etc/sources.list"
+		-o "Dir::Etc::sourceparts=$apt/etc/sources.list.d" -o "Dir::Etc::parts=$apt/etc/apt.conf.d"
+		-o "Dir::Etc::preferencesparts=$apt/etc/preferences.d"
+		-o "Dir::State=$apt/state" -o "Dir::State::status=$apt/state/status"
+		-o "Dir::Cache=$apt/cache" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root")
+	local dsc
+	dsc=$(find "$d/src" -maxdepth 1 -name 'fuse3_*.dsc' | sort -V | tail -n 1)
+	if [ -z "$dsc" ]; then
+		echo "Fetching Debian trixie's fuse3 source package (private apt configuration in $apt)..."
+		apt-get "${aptopts[@]}" -qq update ||
+			{ echo "tests/build.sh: apt-get update of the private trixie deb-src list failed; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
+		(cd "$d/src" && apt-get "${aptopts[@]}" -qq source --download-only fuse3) ||
+			{ echo "tests/build.sh: apt-get source fuse3 (trixie) failed; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
+		dsc=$(find "$d/src" -maxdepth 1 -name 'fuse3_*.dsc' | sort -V | tail -n 1)
+	fi
+	local srcdir=$d/src/unpacked
+	rm -rf "$srcdir"
+	# apt checked the files against trixie's signed Sources index; dpkg-source
+	# cannot check the uploader's own signature (no Debian developer keyring).
+	dpkg-source -x "$dsc" "$srcdir" >"$d/unpack.log" 2>&1 ||
+		{ tail -n 20 "$d/unpack.log" >&2; echo "tests/build.sh: unpacking $dsc failed (log above); remove $d/src and run again." >&2; return 1; }
+	local version
+	version=$(grep -o "version *: *'[0-9.]*'" "$srcdir/meson.build" | head -n 1 | grep -o "[0-9][0-9.]*")
+	version_at_least "${version:-0}" "$LIBFUSE_WANTED" ||
+		{ echo "tests/build.sh: the fetched fuse3 source is ${version:-of unknown version}, older than $LIBFUSE_WANTED; build with DLC_LIBFUSE=system." >&2; return 1; }
+	echo "Building libfuse $version as a static library into $d/prefix..."
+	rm -rf "$d/build" "$d/prefix"
+	# libdir=lib: one pkg-config path whatever the multiarch triplet; utils
+	# off: fusermount3 and mount.fuse3 come from the system's fuse3 package.
+	meson setup "$d/build" "$srcdir" --prefix="$d/prefix" --libdir=lib \
+		--buildtype=release -Ddefault_library=static -Db_staticpic=true \
+		-Dutils=false -Dexamples=false -Dtests=false -Dinitscriptdir= \
+		>"$d/setup.log" 2>&1 || { tail -n 20 "$d/setup.log" >&2; echo "tests/build.sh: configuring libfuse failed (log above, in $d/setup.log)." >&2; return 1; }
+	ninja -C "$d/build" install >"$d/build.log" 2>&1 ||
+		{ tail -n 20 "$d/build.log" >&2; echo "tests/build.sh: building libfuse failed (log above, in $d/build.log)." >&2; return 1; }
+	[ -f "$pc" ] || { echo "tests/build.sh: the libfuse build installed no $pc; remove $d and run again." >&2; return 1; }
+	touch "$d/prefix/.complete"
+}
+
+system_version=$(pkg-config --modversion fuse3 2>/dev/null || echo 0)
+use_private=false
+case $DLC_LIBFUSE in
+private) use_private=true ;;
+auto) version_at_least "$system_version" "$LIBFUSE_WANTED" || use_private=true ;;
+esac
+pcpath=
+if $use_private; then
+	if [ "${1:-}" = --libfuse ]; then
+		private_libfuse >&2
+	else
+		private_libfuse
+	fi
+	pcpath=$DLC_LIBFUSE_DIR/prefix/lib/pkgconfig
+fi
+if [ "${1:-}" = --libfuse ]; then
+	echo "$pcpath"
+	exit 0
+fi
+
+werror=false
+[ -n "${CI:-}" ] && werror=true
+# pkg_config_path is a meson option, stored in the build directory: a
+# later `ninja -C build` or reconfigure keeps the same libfuse.
+opts=(-Dwerror=$werror "-Dpkg_config_path=$pcpath" "$@")
+if [ -d "$BUILD/meson-private" ]; then
+	meson setup --reconfigure "$BUILD" "$top" "${opts[@]}" >/dev/null
+else
+	meson setup "$BUILD" "$top" "${opts[@]}" >/dev/null
+fi
+ninja -C "$BUILD" >/dev/null
+fuse_version=$(meson introspect --dependencies "$BUILD" 2>/dev/null |
+	python3 -c 'import json,sys; print(next((d["version"] for d in json.load(sys.stdin) if d["name"] == "fuse3"), "?"))' 2>/dev/null || echo '?')
+if $use_private; then
+	echo "built $BUILD against the private static libfuse $fuse_version ($DLC_LIBFUSE_DIR/prefix)"
+else
+	echo "built $BUILD against the system's libfuse $fuse_version"
+fi

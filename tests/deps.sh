@@ -17,7 +17,8 @@ dlc_install_packages() {
 }
 
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check)
+	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check
+	libssl-dev libcurl4-openssl-dev libexpat1-dev)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The fuzz suite (tests/fuzz/run.sh): clang 14 and its libFuzzer, ASan and
 # UBSan runtimes (libclang-rt-14-dev holds libclang_rt.fuzzer-x86_64.a).

@@ -435,8 +435,15 @@ static int prepare(struct s3_backend *sb, const struct s3_call *call, struct cur
 	struct curl_slist *grown;
 	int rc;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", sb->endpoint.bucket_path,
-			     call->key ? call->key : "") >= sizeof(path))
+	/* The bucket itself is "/BUCKET" path-style (s3rver, for one, reads
+	 * "/BUCKET/" as a key prefix and drops the common prefixes), "/" on a
+	 * virtual host. */
+	if (call->key)
+		rc = snprintf(path, sizeof(path), "%s/%s", sb->endpoint.bucket_path, call->key);
+	else
+		rc = snprintf(path, sizeof(path), "%s", *sb->endpoint.bucket_path ?
+			      sb->endpoint.bucket_path : "/");
+	if (rc < 0 || (size_t)rc >= sizeof(path))
 		return -ENAMETOOLONG;
 	rc = dlc_s3_uri_encode(path, true, encoded, sizeof(encoded));
 	if (rc < 0)

@@ -258,9 +258,9 @@ for i in range(2500):
 	rm -rf "$DATA/many"
 }
 
-# s3rver (npm) checks Signature V4 with its own code: a part of the dataset
-# (one class and every file outside train/) uploaded with curl's signer, then
-# mounted and read by dlcache.  Installed once into DLC_S3RVER_DIR.
+# s3rver (npm) checks Signature V4 with its own code: a small tree uploaded
+# with curl's signer, then mounted and read by dlcache.  Installed once into
+# DLC_S3RVER_DIR.
 S3RVER_DIR=${DLC_S3RVER_DIR:-/var/tmp/dlcache-s3rver}
 S3RVER_PID=
 stop_s3rver() {
@@ -287,27 +287,40 @@ test_s3rver_compatibility() {
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	url=http://127.0.0.1:$port
 	mkdir -p "$WORK/s3rver"
-	"$S3RVER_DIR/node_modules/.bin/s3rver" --silent -a 127.0.0.1 -p "$port" -d "$WORK/s3rver" \
+	# s3rver 3.7 makes continuation tokens with a cipher that Node 17+ (OpenSSL 3)
+	# offers only with the legacy provider.
+	NODE_OPTIONS=--openssl-legacy-provider "$S3RVER_DIR/node_modules/.bin/s3rver" --silent -a 127.0.0.1 -p "$port" -d "$WORK/s3rver" \
 		--configure-bucket bucket >"$WORK/s3rver.log" 2>&1 &
 	S3RVER_PID=$!
 	for _ in $(seq 1 100); do
 		curl -s -o /dev/null "$url/" && break
 		sleep 0.1
 	done
-	local f n=0
+	# s3rver 3.7 reports a common prefix only where an object lies directly
+	# under it, so every directory of this tree holds a file; and it never
+	# answers a ranged GET of an empty object, so there is none (the fake
+	# server's tests read one).
+	local tree=$WORK/s3rver-tree f n=0
+	mkdir -p "$tree/d1/d2" "$tree/ünïcode name"
+	cp "$DATA/five_mib.bin" "$tree/"
+	cp "$DATA/train/n00000000/"n00000000_1*.JPEG "$tree/d1/"
+	cp "$DATA/train/n00000001/"n00000001_2*.JPEG "$tree/d1/d2/"
+	cp "$DATA/ünïcode name/a file+plus.txt" "$tree/ünïcode name/"
 	while IFS= read -r -d '' f; do
 		# curl 7.88's signer leaves x-amz-content-sha256 out unless given.
 		curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user S3RVER:S3RVER \
-			-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -H "Expect:" -T "$DATA/$f" "$url/bucket/data/$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "${f#./}")" ||
+			-H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -H "Expect:" -T "$tree/$f" \
+			"$url/bucket/data/$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "${f#./}")" ||
 			fail "upload of $f to s3rver"
 		n=$((n + 1))
-	done < <(cd "$DATA" && find . -type f \( -path './train/n00000000/*' -o ! -path './train/*' \) -print0)
+	done < <(cd "$tree" && find . -type f -print0)
 	AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
 		start_daemon_from s3://bucket/data "s3_endpoint=$url"
-	expect_eq "files compared through s3rver" "$(cd "$MNT" && find . -type f | wc -l)" "$n"
+	expect_eq "the tree through s3rver" "$(cd "$MNT" && find . -path ./.stats -prune -o -path ./.control -prune \
+		-o -path ./.cached -prune -o -path ./.chunks -prune -o -print | sort)" "$(cd "$tree" && find . | sort)"
 	while IFS= read -r -d '' f; do
-		cmp "$MNT/$f" "$DATA/$f" || fail "bytes differ through s3rver: $f"
-	done < <(cd "$MNT" && find . -type f -print0)
+		cmp "$MNT/$f" "$tree/$f" || fail "bytes differ through s3rver: $f"
+	done < <(cd "$tree" && find . -type f -print0)
 	cmp "$MNT/five_mib.bin" "$DATA/five_mib.bin" || fail "5 MiB through s3rver"
 	stop_daemon
 	# A bad signature is refused by s3rver, so the check above meant something.

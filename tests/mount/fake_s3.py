@@ -44,6 +44,7 @@ class State:
         self.fail_count = 0
         self.reset_count = 0
         self.etags = {}  # path -> (size, mtime_ns, etag)
+        self.walks = {}  # directory -> every key below it (flat listings)
 
     def etag(self, path, st):
         with self.lock:
@@ -245,9 +246,18 @@ class Handler(BaseHTTPRequestHandler):
                     elif entry.is_file():
                         keys.append(rel)
             else:
-                for dirpath, _, files in os.walk(start_dir):
-                    for name in files:
-                        keys.append(os.path.relpath(os.path.join(dirpath, name), bucket_dir))
+                # A flat listing pages through every key below: walk once per
+                # server (its keys stay; their bytes may change), stat per page.
+                with self.state.lock:
+                    walked = self.state.walks.get(start_dir)
+                if walked is None:
+                    walked = []
+                    for dirpath, _, files in os.walk(start_dir):
+                        for name in files:
+                            walked.append(os.path.relpath(os.path.join(dirpath, name), bucket_dir))
+                    with self.state.lock:
+                        self.state.walks[start_dir] = walked
+                keys = list(walked)
         keys = sorted(k for k in keys if k.startswith(prefix))
         if token:
             keys = [k for k in keys if k > token]

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dlcache/s3_sign.h"
+#include "dlcache/s3_source.h"
 
 static const struct dlc_s3_credentials suite_credentials = {
 	.access_key = "AKIDEXAMPLE",
@@ -200,6 +201,73 @@ START_TEST(test_amz_date_and_hash)
 }
 END_TEST
 
+/* s3://BUCKET[/PREFIX] and s3_endpoint= (s3_source.c): what the driver
+ * addresses, and a sentence for what it cannot. */
+START_TEST(test_source_parse)
+{
+	static const struct { const char *in, *bucket, *prefix; } good[] = {
+		{ "s3://bkt", "bkt", "" },
+		{ "s3://bkt/", "bkt", "" },
+		{ "s3://bkt/train", "bkt", "train/" },
+		{ "s3://my.bucket-1/a/b c/", "my.bucket-1", "a/b c/" },
+	};
+	static const char *const bad[] = {
+		"s3://", "s3:///x", "s3://b@d/x", "s3://b/a//c", "s3://b/./a", "s3://b/a/..", "nfs://h/x",
+	};
+	struct dlc_s3_source source;
+	char *cause = NULL;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(dlc_s3_source_parse(good[i].in, &source, &cause), 0);
+		ck_assert_str_eq(source.bucket, good[i].bucket);
+		ck_assert_str_eq(source.prefix, good[i].prefix);
+		dlc_s3_source_free(&source);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(dlc_s3_source_parse(bad[i], &source, &cause) == -EINVAL, "%s", bad[i]);
+		ck_assert_msg(cause && strstr(cause, "s3://"), "%s: %s", bad[i], cause);
+		free(cause);
+		cause = NULL;
+	}
+	ck_assert(dlc_s3_source_matches("s3://x"));
+	ck_assert(!dlc_s3_source_matches("/s3://x"));
+}
+END_TEST
+
+START_TEST(test_endpoint_parse)
+{
+	struct dlc_s3_endpoint endpoint;
+	char *cause = NULL;
+
+	ck_assert_int_eq(dlc_s3_endpoint_parse(NULL, "bkt", "eu-west-1", &endpoint, &cause), 0);
+	ck_assert_str_eq(endpoint.origin, "https://bkt.s3.eu-west-1.amazonaws.com");
+	ck_assert_str_eq(endpoint.host, "bkt.s3.eu-west-1.amazonaws.com");
+	ck_assert_str_eq(endpoint.bucket_path, "");
+	dlc_s3_endpoint_free(&endpoint);
+	/* A dotted name would break the wildcard certificate: path-style. */
+	ck_assert_int_eq(dlc_s3_endpoint_parse(NULL, "a.b", "us-east-1", &endpoint, &cause), 0);
+	ck_assert_str_eq(endpoint.origin, "https://s3.us-east-1.amazonaws.com");
+	ck_assert_str_eq(endpoint.bucket_path, "/a.b");
+	dlc_s3_endpoint_free(&endpoint);
+	ck_assert_int_eq(dlc_s3_endpoint_parse("http://127.0.0.1:9000/", "bkt", "us-east-1",
+					       &endpoint, &cause), 0);
+	ck_assert_str_eq(endpoint.origin, "http://127.0.0.1:9000");
+	ck_assert_str_eq(endpoint.host, "127.0.0.1:9000");
+	ck_assert_str_eq(endpoint.bucket_path, "/bkt");
+	dlc_s3_endpoint_free(&endpoint);
+	static const char *const bad[] = {
+		"ftp://h", "http://", "http://h/path", "https://user@h", "h:9000",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(dlc_s3_endpoint_parse(bad[i], "b", "r", &endpoint, &cause) == -EINVAL,
+			      "%s", bad[i]);
+		ck_assert_msg(cause && strstr(cause, "s3_endpoint"), "%s: %s", bad[i], cause);
+		free(cause);
+		cause = NULL;
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *suite = suite_create("s3sign");
@@ -216,6 +284,10 @@ int main(void)
 	tcase_add_test(rules, test_bad_requests);
 	tcase_add_test(rules, test_amz_date_and_hash);
 	suite_add_tcase(suite, rules);
+	TCase *sources = tcase_create("s3 sources");
+	tcase_add_test(sources, test_source_parse);
+	tcase_add_test(sources, test_endpoint_parse);
+	suite_add_tcase(suite, sources);
 	runner = srunner_create(suite);
 	srunner_run_all(runner, CK_ENV);
 	failed = srunner_ntests_failed(runner);

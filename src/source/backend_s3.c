@@ -29,6 +29,7 @@
  */
 #include <errno.h>
 #include <expat.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,6 +542,7 @@ static char *region_of(const struct dlc_backend_config *config)
 int dlc_backend_s3_create(const char *source, const struct dlc_backend_config *config,
 			  struct dlc_backend *backend, char **cause)
 {
+	struct sigaction ignore = { .sa_handler = SIG_IGN }, old;
 	struct s3_backend *sb;
 	int rc;
 
@@ -552,6 +554,10 @@ int dlc_backend_s3_create(const char *source, const struct dlc_backend_config *c
 	sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return -ENOMEM;
+	/* A store that goes away must fail a send with EPIPE (TLS writes
+	 * included), not kill the daemon. */
+	if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+		sigaction(SIGPIPE, &ignore, NULL);
 	rc = dlc_s3_source_parse(source, &sb->source, cause);
 	if (rc < 0)
 		goto err;

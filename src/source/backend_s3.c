@@ -406,7 +406,7 @@ static ssize_t s3_pread(void *priv, struct dlc_backend_file *file, void *buf, si
 	if (rc == 0 && (resp.status == 200 || resp.status == 206)) {
 		/* The window holds [off, off + len) as far as the body reached;
 		 * fewer bytes than asked only at the object's end. */
-		uint64_t start = resp.status == 206 ? off : 0;
+		uint64_t start = resp.status == 206 ? resp.window_start : 0;
 		uint64_t end = start + resp.window_filled;
 
 		got = end > off ? (ssize_t)((end < off + len ? end : off + len) - off) : 0;

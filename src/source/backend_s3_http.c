@@ -344,7 +344,9 @@ static size_t on_body(char *data, size_t size, size_t count, void *arg)
 	size_t len = size * count;
 
 	if (call->window && (resp->status == 200 || resp->status == 206)) {
-		uint64_t start = t->window_known ? t->window_start : 0;
+		/* A 206 without Content-Range starts where it was asked to. */
+		uint64_t start = t->window_known ? t->window_start :
+				 resp->status == 206 ? call->off : 0;
 		uint64_t at = start + resp->window_filled;   /* object offset of data[0]... */
 
 		/* window_filled counts the body bytes seen so far, so at is where
@@ -367,6 +369,7 @@ static size_t on_body(char *data, size_t size, size_t count, void *arg)
 			memcpy(call->window + (pos - call->off), data + i, piece);
 			i += piece;
 		}
+		resp->window_start = start;
 		resp->window_filled += len;
 		return len;
 	}
@@ -524,6 +527,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 		s3_response_release(resp);
 		resp->status = 0;
 		resp->window_filled = 0;
+		resp->window_start = 0;
 		resp->etag[0] = resp->code[0] = '\0';
 		rc = prepare(sb, call, &headers, url, sizeof(url));
 		if (rc < 0) {

@@ -62,7 +62,8 @@ struct s3_response {
 	 * malloc'd buffer for listings and errors. */
 	char *body;
 	size_t body_len, body_cap;
-	size_t window_filled;             /* bytes written into the window */
+	size_t window_filled;             /* body bytes of an object seen */
+	uint64_t window_start;            /* object offset of the body's first byte */
 };
 
 struct s3_call {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # S3 sources: dlcache mounts s3://bucket/data from a fake S3 server on
 # loopback (fake_s3.py: request counts by method, 503s, resets, latency),
-# and, for compatibility with an independent implementation that checks
-# Signature V4, from s3rver (npm), both started and stopped by their PIDs.
+# and, for compatibility with an independent implementation, from s3rver
+# (npm), both started and stopped by their PIDs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3_lib.sh"
 
@@ -144,7 +144,7 @@ test_throttling_and_resets_are_retried() {
 test_dead_endpoint_fails_the_mount_in_one_sentence() {
 	local port
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	if "$DLCACHE" mount s3://bucket/data "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=http://127.0.0.1:$port" \
+	if timeout 60 "$DLCACHE" mount s3://bucket/data "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=http://127.0.0.1:$port" \
 		2>"$WORK/err"; then
 		fail "mounted a dead endpoint"
 	fi
@@ -153,10 +153,10 @@ test_dead_endpoint_fails_the_mount_in_one_sentence() {
 	mountpoint -q "$MNT" && fail "mounted"
 	# A missing bucket and an empty prefix say so too.
 	ensure_fake
-	! "$DLCACHE" mount s3://nobucket/data "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=$FAKE_S3_URL" \
+	! timeout 60 "$DLCACHE" mount s3://nobucket/data "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=$FAKE_S3_URL" \
 		2>"$WORK/err" || fail "mounted a missing bucket"
 	grep -q "bucket 'nobucket' does not exist" "$WORK/err" || fail "cause: $(cat "$WORK/err")"
-	! "$DLCACHE" mount s3://bucket/nothing "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=$FAKE_S3_URL" \
+	! timeout 60 "$DLCACHE" mount s3://bucket/nothing "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=$FAKE_S3_URL" \
 		2>"$WORK/err" || fail "mounted an empty prefix"
 	grep -q "nothing is stored under s3://bucket/nothing" "$WORK/err" || fail "cause: $(cat "$WORK/err")"
 }
@@ -177,7 +177,7 @@ test_endpoint_dies_reads_fail_with_eio_and_recover() {
 test_refused_credentials() {
 	# At mount: one sentence that names where the keys came from, not the keys.
 	ensure_fake
-	if AWS_ACCESS_KEY_ID=AKIDWRONG "$DLCACHE" mount s3://bucket/data "$MNT" -f \
+	if AWS_ACCESS_KEY_ID=AKIDWRONG timeout 60 "$DLCACHE" mount s3://bucket/data "$MNT" -f \
 		-o "cache_dir=$CACHE,s3_endpoint=$FAKE_S3_URL" 2>"$WORK/err"; then
 		fail "mounted with refused keys"
 	fi
@@ -229,7 +229,7 @@ EOF
 		start_daemon_from s3://bucket/data "s3_endpoint=$FAKE_S3_URL,s3_profile=training"
 	cmp "$MNT/nested/a/b/c/deep.txt" "$DATA/nested/a/b/c/deep.txt" || fail "read with the profile's keys"
 	stop_daemon
-	! AWS_SHARED_CREDENTIALS_FILE=$WORK/credentials "$DLCACHE" mount s3://bucket/data "$MNT" -f \
+	! AWS_SHARED_CREDENTIALS_FILE=$WORK/credentials timeout 60 "$DLCACHE" mount s3://bucket/data "$MNT" -f \
 		-o "cache_dir=$CACHE,s3_endpoint=$FAKE_S3_URL,s3_profile=nosuch" 2>"$WORK/err" ||
 		fail "mounted with a missing profile"
 	grep -q "s3_profile 'nosuch' has no aws_access_key_id" "$WORK/err" || fail "cause: $(cat "$WORK/err")"
@@ -258,9 +258,10 @@ for i in range(2500):
 	rm -rf "$DATA/many"
 }
 
-# s3rver (npm) checks Signature V4 with its own code: a small tree uploaded
-# with curl's signer, then mounted and read by dlcache.  Installed once into
-# DLC_S3RVER_DIR.
+# s3rver (npm), a second implementation of the protocol (listings, ranges,
+# ETags, the headers SigV4 requires; it does not verify V4 signatures): a
+# small tree uploaded with curl's signer, then mounted and read by dlcache.
+# Installed once into DLC_S3RVER_DIR.
 S3RVER_DIR=${DLC_S3RVER_DIR:-/var/tmp/dlcache-s3rver}
 S3RVER_PID=
 stop_s3rver() {
@@ -323,11 +324,15 @@ test_s3rver_compatibility() {
 	done < <(cd "$tree" && find . -type f -print0)
 	cmp "$MNT/five_mib.bin" "$DATA/five_mib.bin" || fail "5 MiB through s3rver"
 	stop_daemon
-	# A bad signature is refused by s3rver, so the check above meant something.
-	! AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=wrong "$DLCACHE" mount s3://bucket/data "$MNT" -f \
-		-o "cache_dir=$CACHE,s3_endpoint=$url" 2>"$WORK/err" || fail "s3rver accepted a bad signature"
-	grep -q "S3 refuses access to bucket 'bucket' (SignatureDoesNotMatch)" "$WORK/err" ||
-		fail "bad signature: $(cat "$WORK/err")"
+	# s3rver 3.7 checks the access key and the headers SigV4 needs, but not
+	# the V4 signature itself (lib/middleware/authentication.js: "Signature
+	# version 4 calculation is unimplemented"); check_s3sign.c holds dlcache's
+	# signatures to AWS's published vectors.  An unknown key is refused:
+	! AWS_ACCESS_KEY_ID=AKIDUNKNOWN AWS_SECRET_ACCESS_KEY=S3RVER timeout 60 "$DLCACHE" mount \
+		s3://bucket/data "$MNT" -f -o "cache_dir=$CACHE,s3_endpoint=$url" 2>"$WORK/err" ||
+		fail "s3rver accepted an unknown key"
+	grep -q "S3 refuses access to bucket 'bucket' (InvalidAccessKeyId)" "$WORK/err" ||
+		fail "unknown key: $(cat "$WORK/err")"
 	stop_s3rver
 }
 

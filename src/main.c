@@ -119,6 +119,18 @@ static bool snapshot_in_source(const struct dlc_options *opts)
 	       strcmp(opts->snapshot + len + 1, DLC_SNAPSHOT_PACKED_NAME) == 0;
 }
 
+/* The backend's view of the snapshot's versions (S3 ETags for If-Match). */
+static bool snapshot_version(void *arg, const char *path, char *buf, size_t size)
+{
+	const struct dlc_snapshot *snapshot = arg;
+	const char *version = dlc_snapshot_version(snapshot, dlc_snapshot_resolve(snapshot, path));
+
+	if (!version || strlen(version) >= size)
+		return false;
+	memcpy(buf, version, strlen(version) + 1);
+	return true;
+}
+
 static int ensure_snapshot(struct dlc_options *opts, struct dlc_backend *backend,
 			   struct dlc_snapshot **snapshot, char **cause)
 {
@@ -186,6 +198,8 @@ load:
 		*snapshot = NULL;
 		return -EINVAL;
 	}
+	/* Reads ask for the bytes the snapshot described (S3: If-Match). */
+	dlc_backend_set_versions(backend, snapshot_version, *snapshot);
 	/* From here on, the stats count what the mount itself asks of the source. */
 	for (int op = 0; op < DLC_BACKEND_OP_COUNT; op++)
 		atomic_store(&backend->calls[op], 0);
@@ -408,9 +422,12 @@ out:
 static void snapshot_usage(FILE *out)
 {
 	fprintf(out, "usage: dlcache snapshot SOURCE -o FILE [--threads N]\n"
+		     "         [--s3-endpoint URL] [--s3-region REGION] [--s3-profile NAME]\n"
 		     "       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		     "Crawls SOURCE in parallel and writes its metadata snapshot to FILE;\n"
-		     "mount with -o snapshot=FILE to use it.  With --tar, indexes the members\n"
+		     "mount with -o snapshot=FILE to use it.  An S3 source (s3://BUCKET/PREFIX)\n"
+		     "takes the mount's s3_endpoint=, s3_region= and s3_profile= as the\n"
+		     "--s3-* flags.  With --tar, indexes the members\n"
 		     "of every *.tar file under SOURCE (each shard's under its name without\n"
 		     ".tar, or all in one tree with --merge) into FILE, by default\n"
 		     "SOURCE/" DLC_SNAPSHOT_PACKED_NAME ", which makes SOURCE mount as that tree.\n");
@@ -457,6 +474,9 @@ static int cmd_snapshot(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "tar", no_argument, NULL, 'T' },
 		{ "merge", no_argument, NULL, 'm' },
+		{ "s3-endpoint", required_argument, NULL, 'E' },
+		{ "s3-region", required_argument, NULL, 'R' },
+		{ "s3-profile", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -490,6 +510,15 @@ static int cmd_snapshot(int argc, char **argv)
 			break;
 		case 'm':
 			merge = true;
+			break;
+		case 'E':
+			config.s3_endpoint = optarg;
+			break;
+		case 'R':
+			config.s3_region = optarg;
+			break;
+		case 'P':
+			config.s3_profile = optarg;
 			break;
 		case 'h':
 			snapshot_usage(stdout);

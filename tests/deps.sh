@@ -18,7 +18,8 @@ dlc_install_packages() {
 
 # dpkg-dev: dpkg-source unpacks the private libfuse's source package (tests/build.sh).
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
-	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check dpkg-dev)
+	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check dpkg-dev
+	libssl-dev libcurl4-openssl-dev libexpat1-dev)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The fuzz suite (tests/fuzz/run.sh): clang 14 and its libFuzzer, ASan and
 # UBSan runtimes (libclang-rt-14-dev holds libclang_rt.fuzzer-x86_64.a).

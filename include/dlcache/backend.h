@@ -27,6 +27,8 @@
 #define DLCACHE_BACKEND_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -47,7 +49,17 @@ struct dlc_backend_dirent {
 	const char *name;          /* one component, never "." or ".." */
 	struct dlc_backend_attr attr;
 	const char *link_target;   /* the link's text for S_IFLNK, else NULL */
+	const char *version;       /* the object's version as the source names it
+				    * (S3: its ETag, quoted), else NULL */
 };
+
+/*
+ * The version the snapshot recorded for path, written into buf (size
+ * bytes); returns true when there is one.  Given to a driver after the
+ * snapshot is loaded (dlc_backend_set_versions), so that it can read exactly
+ * the bytes the snapshot described without asking the remote (S3: If-Match).
+ */
+typedef bool (*dlc_backend_version_fn)(void *arg, const char *path, char *buf, size_t size);
 
 /* Returns 0 to go on, or -errno to stop the listing with that error. */
 typedef int (*dlc_backend_list_cb)(void *arg, const struct dlc_backend_dirent *entry);
@@ -68,6 +80,8 @@ struct dlc_backend_ops {
 			 size_t len, uint64_t off);
 	int (*close)(void *priv, struct dlc_backend_file *file);
 	void (*destroy)(void *priv);
+	/* Optional: takes the snapshot's versions (S3 driver only). */
+	void (*set_versions)(void *priv, dlc_backend_version_fn fn, void *arg);
 };
 
 struct dlc_backend_config {
@@ -79,8 +93,12 @@ struct dlc_backend_config {
 	/* Every driver: the longest one open, read or close may take; 0 = 30 s
 	 * (NFS rounds it up to whole seconds). */
 	uint64_t timeout_ns;
-	/* NFS driver. */
+	/* NFS and S3 drivers. */
 	unsigned connections;       /* most connections to the server; 0 = 16, at most 64 */
+	/* S3 driver (s3_source.h); NULL: the defaults. */
+	char *s3_endpoint;          /* http[s]://HOST[:PORT], path-style; NULL: AWS */
+	char *s3_region;            /* NULL: AWS_REGION, AWS_DEFAULT_REGION or us-east-1 */
+	char *s3_profile;           /* NULL: AWS_PROFILE or "default" */
 };
 
 struct dlc_backend {
@@ -93,8 +111,8 @@ struct dlc_backend {
 
 /*
  * Picks the driver for source ("/path" is a directory; "host:/export/path" and
- * "nfs://host/export/path?..." are NFS, see nfs_source.h; a relative path is
- * refused) and connects.  On failure returns -errno and sets *cause to a
+ * "nfs://host/export/path?..." are NFS, see nfs_source.h; "s3://BUCKET/PREFIX"
+ * is S3, see s3_source.h; a relative path is refused) and connects.  On failure returns -errno and sets *cause to a
  * malloc'd sentence naming the problem and the fix.
  */
 int dlc_backend_create(const char *source, const struct dlc_backend_config *config,
@@ -112,6 +130,10 @@ ssize_t dlc_backend_pread(struct dlc_backend *backend, struct dlc_backend_file *
 			  void *buf, size_t len, uint64_t off);
 int dlc_backend_close(struct dlc_backend *backend, struct dlc_backend_file *file);
 
+/* Hands the snapshot's versions to the driver (a no-op for drivers that
+ * have none); fn must stay callable until the backend is destroyed. */
+void dlc_backend_set_versions(struct dlc_backend *backend, dlc_backend_version_fn fn, void *arg);
+
 /* Sum of the metadata calls (list and stat) made so far. */
 uint64_t dlc_backend_metadata_calls(const struct dlc_backend *backend);
 
@@ -120,6 +142,8 @@ int dlc_backend_posix_create(const char *root, const struct dlc_backend_config *
 			     struct dlc_backend *backend, char **cause);
 int dlc_backend_nfs_create(const char *source, const struct dlc_backend_config *config,
 			   struct dlc_backend *backend, char **cause);
+int dlc_backend_s3_create(const char *source, const struct dlc_backend_config *config,
+			  struct dlc_backend *backend, char **cause);
 
 /*
  * Puts a time limit of timeout_ns on backend's open, pread and close: each

@@ -16,7 +16,12 @@
  * On disk (SQLite, one file): table meta(key TEXT PRIMARY KEY, value) holds
  * "format", "layout", "source", "created" (unix seconds), "entries"; table
  * entries(ino INTEGER PRIMARY KEY, parent, name, mode, uid, gid, size,
- * mtime_sec, mtime_nsec, target) holds one row per entry, root included.
+ * mtime_sec, mtime_nsec, target) holds one row per entry, root included;
+ * table versions(ino INTEGER PRIMARY KEY, version TEXT) the version of each
+ * regular file whose source names one (an S3 object's ETag; absent from
+ * snapshots written before it, and empty for other sources).  Only a
+ * snapshot with versions pays for them in memory: 4 bytes per entry plus
+ * the text.
  * A snapshot is written to FILE.tmp and renamed, so a crash never leaves a
  * half-written FILE; load checks the numbering rules above and refuses a file
  * that breaks them.
@@ -125,6 +130,11 @@ const char *dlc_snapshot_source(const struct dlc_snapshot *snapshot);
  * is saved per inode (scores). */
 uint64_t dlc_snapshot_id(const struct dlc_snapshot *snapshot);
 
+/* The version the source gave regular file ino when the snapshot was built
+ * (an S3 object's ETag, quoted), or NULL (no such file, or a source without
+ * versions). */
+const char *dlc_snapshot_version(const struct dlc_snapshot *snapshot, uint64_t ino);
+
 /* Sum of the sizes of regular files, and bytes held by the in-memory index. */
 uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot);
 size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot);
@@ -221,6 +231,8 @@ struct dlc_snapshot_row {
 	const char *name;                   /* one component; "" for the root */
 	struct dlc_backend_attr attr;
 	const char *target;                 /* symlinks: the link's text; else NULL */
+	const char *version;                /* regular files: the source's version
+					     * (S3 ETag), or NULL */
 	struct dlc_snapshot_member member;  /* packed, regular files: chunk, offset, hash */
 };
 

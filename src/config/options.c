@@ -68,6 +68,9 @@ enum option_key {
 	KEY_SOURCE_FAIL_EVERY,
 	KEY_NFS_TIMEOUT,
 	KEY_TIER_SERVERS,
+	KEY_S3_ENDPOINT,
+	KEY_S3_REGION,
+	KEY_S3_PROFILE,
 	KEY_TIER_TIMEOUT,
 	KEY_ALLOW_OTHER,
 	KEY_FSNAME,
@@ -116,6 +119,9 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("source_fail_every=", KEY_SOURCE_FAIL_EVERY),
 	FUSE_OPT_KEY("nfs_timeout=", KEY_NFS_TIMEOUT),
 	FUSE_OPT_KEY("tier_servers=", KEY_TIER_SERVERS),
+	FUSE_OPT_KEY("s3_endpoint=", KEY_S3_ENDPOINT),
+	FUSE_OPT_KEY("s3_region=", KEY_S3_REGION),
+	FUSE_OPT_KEY("s3_profile=", KEY_S3_PROFILE),
 	FUSE_OPT_KEY("tier_timeout=", KEY_TIER_TIMEOUT),
 	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
@@ -596,6 +602,15 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_TIER_SERVERS:
 		return parse_string_option(state, "tier_servers", value, "/etc/dlcache/tier",
 					   &opts->tier_servers);
+	case KEY_S3_ENDPOINT:
+		return parse_string_option(state, "s3_endpoint", value, "http://127.0.0.1:9000",
+					   &opts->backend.s3_endpoint);
+	case KEY_S3_REGION:
+		return parse_string_option(state, "s3_region", value, "eu-west-1",
+					   &opts->backend.s3_region);
+	case KEY_S3_PROFILE:
+		return parse_string_option(state, "s3_profile", value, "training",
+					   &opts->backend.s3_profile);
 	case KEY_TIER_TIMEOUT:
 		rc = parse_duration_option(state, "tier_timeout", value, &opts->tier_timeout_ns);
 		if (rc == 0 && (opts->tier_timeout_ns < 1000000ULL ||
@@ -850,6 +865,10 @@ void dlc_options_free(struct dlc_options *opts)
 	free(opts->control_group);
 	free(opts->tier_servers);
 	free(opts->tier_list);
+	free(opts->backend.s3_endpoint);
+	free(opts->backend.s3_region);
+	free(opts->backend.s3_profile);
+	opts->backend.s3_endpoint = opts->backend.s3_region = opts->backend.s3_profile = NULL;
 	opts->tier_servers = NULL;
 	opts->tier_list = NULL;
 	opts->source = NULL;
@@ -870,8 +889,9 @@ void dlc_options_usage(const char *program, FILE *out)
 		"       %s -h | -V\n"
 		"\n"
 		"Mounts a read-only, cached view of the dataset at SOURCE on MOUNTPOINT.\n"
-		"SOURCE is a directory, HOST:/EXPORT/PATH (NFS, no kernel client needed) or\n"
-		"nfs://HOST[:PORT]/EXPORT/PATH[?version=3|4&nfsport=N&mountport=N].\n"
+		"SOURCE is a directory, HOST:/EXPORT/PATH (NFS, no kernel client needed),\n"
+		"nfs://HOST[:PORT]/EXPORT/PATH[?version=3|4&nfsport=N&mountport=N] or\n"
+		"s3://BUCKET[/PREFIX] (S3 or an S3-compatible store).\n"
 		"\n"
 		"flags:\n"
 		"    -o OPTIONS             mount options, comma-separated (below)\n"
@@ -923,6 +943,14 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           (default: none)\n"
 		"    tier_timeout=DURATION  longest wait for a tier server, 1ms-10s\n"
 		"                           (default: 200ms)\n"
+		"    s3_endpoint=URL        S3 sources: http[s]://HOST[:PORT] of an\n"
+		"                           S3-compatible store, addressed path-style\n"
+		"                           (default: AWS, virtual-hosted)\n"
+		"    s3_region=REGION       S3 sources: the bucket's region (default:\n"
+		"                           AWS_REGION, AWS_DEFAULT_REGION or us-east-1)\n"
+		"    s3_profile=NAME        S3 sources: the profile of ~/.aws/credentials\n"
+		"                           to sign with (default: AWS_ACCESS_KEY_ID and\n"
+		"                           AWS_SECRET_ACCESS_KEY, else AWS_PROFILE or default)\n"
 		"\n"
 		"for benchmarks and tests:\n"
 		"    source_delay=DURATION  delay added to every source call (default: 0)\n"

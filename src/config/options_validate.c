@@ -24,6 +24,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/options.h"
+#include "dlcache/s3_source.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/tier.h"
 
@@ -121,6 +122,14 @@ static int validate_source(struct dlc_options *opts, char **cause)
 	struct stat st;
 	char *real;
 
+	if (dlc_s3_source_matches(opts->source)) {
+		/* s3://b/data/ is s3://b/data: one snapshot and one cache for both. */
+		size_t len = strlen(opts->source);
+
+		while (len > strlen("s3://") + 1 && opts->source[len - 1] == '/')
+			opts->source[--len] = '\0';
+		return 0;
+	}
 	if (opts->source[0] != '/')
 		return 0;   /* host:/export and the like: the backend decides */
 	real = realpath(opts->source, NULL);

@@ -418,6 +418,57 @@ out:
 	return rc;
 }
 
+/*
+ * Reads table versions (absent from snapshots written before it: none).
+ * Every row must name a regular file; the text goes into one buffer.
+ */
+static int load_versions(struct dlc_snapshot *snapshot, sqlite3 *db, const char *file,
+			 char **cause)
+{
+	sqlite3_stmt *stmt = NULL;
+	size_t cap = 0;
+	int rc = 0, src;
+
+	src = sqlite3_prepare_v2(db, "SELECT ino, version FROM versions", -1, &stmt, NULL);
+	if (src != SQLITE_OK)
+		return 0;   /* no such table: a snapshot without versions */
+	while ((src = sqlite3_step(stmt)) == SQLITE_ROW) {
+		int64_t ino = sqlite3_column_int64(stmt, 0);
+		const char *version = (const char *)sqlite3_column_text(stmt, 1);
+		size_t len = version ? strlen(version) + 1 : 0;
+
+		if (ino < 1 || ino > snapshot->count || !version ||
+		    !S_ISREG(snapshot->nodes[ino - 1].mode) ||
+		    snapshot->versions_len + len > UINT32_MAX - 1) {
+			not_snapshot(cause, file, "a version names no regular file");
+			rc = -EINVAL;
+			goto out;
+		}
+		if (!snapshot->version_at) {
+			snapshot->version_at = calloc(snapshot->count, sizeof(*snapshot->version_at));
+			if (!snapshot->version_at)
+				goto oom;
+		}
+		if (dlc_snapshot_grow_array(&snapshot->versions, &cap, snapshot->versions_len + len,
+					    1) < 0)
+			goto oom;
+		memcpy(snapshot->versions + snapshot->versions_len, version, len);
+		snapshot->version_at[ino - 1] = (uint32_t)snapshot->versions_len + 1;
+		snapshot->versions_len += len;
+	}
+	if (src != SQLITE_DONE) {
+		rc = dlc_snapshot_sqlite_errno(db);
+		dlc_cause_set(cause, "cannot read snapshot %s: %s", file, sqlite3_errmsg(db));
+	}
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+oom:
+	sqlite3_finalize(stmt);
+	dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
+	return -ENOMEM;
+}
+
 int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 {
 	struct dlc_snapshot *snapshot;
@@ -484,6 +535,8 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 		goto err;
 	}
 	rc = load_entries(&loader, db);
+	if (rc == 0)
+		rc = load_versions(snapshot, db, file, cause);
 	if (rc < 0)
 		goto err;
 	sqlite3_close(db);
@@ -524,6 +577,8 @@ void dlc_snapshot_free(struct dlc_snapshot *snapshot)
 	free(snapshot->pool);
 	free(snapshot->source);
 	dlc_snapshot_free_chunks(snapshot->chunks);
+	free(snapshot->version_at);
+	free(snapshot->versions);
 	free(atomic_load(&snapshot->index));
 	pthread_mutex_destroy(&snapshot->index_lock);
 	free(snapshot);
@@ -779,6 +834,14 @@ uint64_t dlc_snapshot_id(const struct dlc_snapshot *snapshot)
 	return snapshot->id;
 }
 
+const char *dlc_snapshot_version(const struct dlc_snapshot *snapshot, uint64_t ino)
+{
+	if (!snapshot->version_at || ino < 1 || ino > snapshot->count ||
+	    !snapshot->version_at[ino - 1])
+		return NULL;
+	return snapshot->versions + snapshot->version_at[ino - 1] - 1;
+}
+
 uint64_t dlc_snapshot_total_bytes(const struct dlc_snapshot *snapshot)
 {
 	return snapshot->total_bytes;
@@ -796,6 +859,9 @@ size_t dlc_snapshot_memory(const struct dlc_snapshot *snapshot)
 			 (size_t)snapshot->count * sizeof(*snapshot->chunks->locations) +
 			 snapshot->chunks->count * (sizeof(char *) + sizeof(uint64_t)) +
 			 snapshot->chunks->path_bytes;
+	if (snapshot->version_at)
+		packed += (size_t)snapshot->count * sizeof(*snapshot->version_at) +
+			  snapshot->versions_len;
 	return sizeof(*snapshot) + (size_t)snapshot->count * sizeof(*snapshot->nodes) +
 	       snapshot->pool_len + strlen(snapshot->source) + 1 + index + packed;
 }

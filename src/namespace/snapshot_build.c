@@ -45,6 +45,7 @@ struct crawl_node {
 	struct dlc_backend_attr attr;
 	const char *name;            /* in one of crawl.blocks */
 	const char *target;          /* symlinks: in the same block; else NULL */
+	const char *version;         /* the source's version (S3 ETag): same block; or NULL */
 	uint32_t parent;             /* crawl index */
 	uint32_t first_child;        /* crawl index of the first child */
 	uint32_t nchildren;
@@ -79,8 +80,10 @@ struct listed_entry {
 	struct dlc_backend_attr attr;
 	size_t name_off;             /* in listing.buf while listing, then... */
 	size_t target_off;           /* ...SIZE_MAX when not a symlink */
+	size_t version_off;          /* ...SIZE_MAX when the source gave none */
 	const char *name;            /* set once the buffer stops moving */
 	const char *target;
+	const char *version;
 };
 
 struct child_job {
@@ -132,9 +135,12 @@ static int listing_add(void *arg, const struct dlc_backend_dirent *dirent)
 	entry = &listing->entries[listing->nentries];
 	entry->attr = dirent->attr;
 	entry->target_off = SIZE_MAX;
+	entry->version_off = SIZE_MAX;
 	rc = listing_add_text(listing, name, &entry->name_off);
 	if (rc == 0 && kind == S_IFLNK)
 		rc = listing_add_text(listing, dirent->link_target, &entry->target_off);
+	if (rc == 0 && kind == S_IFREG && dirent->version)
+		rc = listing_add_text(listing, dirent->version, &entry->version_off);
 	if (rc < 0)
 		return rc;
 	listing->nentries++;
@@ -205,6 +211,8 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 		entry->name = listing->buf + entry->name_off;
 		entry->target = entry->target_off == SIZE_MAX ? NULL
 							      : listing->buf + entry->target_off;
+		entry->version = entry->version_off == SIZE_MAX ? NULL
+								: listing->buf + entry->version_off;
 		/* Every path of the snapshot fits DLC_SNAPSHOT_PATH_MAX, so the
 		 * buffers that hold one never cut it: a longer one is left out
 		 * (with what lies below it), not the whole snapshot. */
@@ -299,6 +307,7 @@ static int crawl_commit(struct crawl *crawl, const struct crawl_job *job,
 			.attr = entry->attr,
 			.name = entry->name,
 			.target = entry->target,
+			.version = entry->version,
 			.parent = job->dir,
 		};
 	}
@@ -439,6 +448,7 @@ static int write_snapshot(const struct crawl *crawl, const char *file, const cha
 			.name = i == 0 ? "" : node->name,
 			.attr = node->attr,
 			.target = node->target,
+			.version = i == 0 ? NULL : node->version,
 		};
 
 		rc = dlc_snapshot_writer_add(writer, &row, cause);

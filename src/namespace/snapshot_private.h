@@ -48,6 +48,11 @@ struct dlc_snapshot {
 	uint64_t total_bytes;
 	uint64_t id;                 /* xxh3 of nodes and pool: the namespace's identity */
 	struct snapshot_chunks *chunks;  /* NULL for a tree snapshot */
+	/* Versions (S3 ETags): version_at[ino - 1] is 1 + the offset of ino's
+	 * in versions, 0 for none; both NULL for a snapshot without any. */
+	uint32_t *version_at;
+	char *versions;
+	size_t versions_len;
 	/* The path index, built on the first resolve (see path_index_build). */
 	pthread_mutex_t index_lock;  /* serializes the build */
 	_Atomic(uint64_t *) index;   /* slots: hash tag << 32 | ino, 0 = empty */

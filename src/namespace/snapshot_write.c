@@ -15,6 +15,13 @@
  * with layout "tar", a chunks table and three more columns in entries (see
  * snapshot.h).  Older dlcache, which knows only format 1, refuses a packed
  * snapshot instead of serving the chunks' members as missing files.
+ *
+ * Either layout has table versions(ino INTEGER PRIMARY KEY, version TEXT),
+ * a row per regular file whose source named a version (an S3 object's
+ * ETag), empty for sources that have none.  A table and not a column, so a
+ * snapshot without it (written before it existed) loads as one without
+ * versions, and older dlcache, which never reads it, loads a new tree
+ * snapshot as before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +43,7 @@ struct dlc_snapshot_writer {
 	sqlite3 *db;
 	sqlite3_stmt *insert_entry;
 	sqlite3_stmt *insert_chunk;
+	sqlite3_stmt *insert_version;
 	char *file;
 	char *tmp;
 	char *source;
@@ -52,6 +60,7 @@ static const char tree_schema_sql[] =
 	" name TEXT NOT NULL, mode INTEGER NOT NULL, uid INTEGER NOT NULL,"
 	" gid INTEGER NOT NULL, size INTEGER NOT NULL, mtime_sec INTEGER NOT NULL,"
 	" mtime_nsec INTEGER NOT NULL, target TEXT);"
+	"CREATE TABLE versions(ino INTEGER PRIMARY KEY, version TEXT NOT NULL);"
 	"BEGIN;";
 
 static const char packed_schema_sql[] =
@@ -65,6 +74,7 @@ static const char packed_schema_sql[] =
 	" gid INTEGER NOT NULL, size INTEGER NOT NULL, mtime_sec INTEGER NOT NULL,"
 	" mtime_nsec INTEGER NOT NULL, target TEXT, chunk INTEGER,"
 	" data_offset INTEGER, hash INTEGER);"
+	"CREATE TABLE versions(ino INTEGER PRIMARY KEY, version TEXT NOT NULL);"
 	"BEGIN;";
 
 static int write_failed(struct dlc_snapshot_writer *writer, int src, char **cause)
@@ -117,6 +127,10 @@ int dlc_snapshot_writer_open(const char *file, const char *source, bool packed,
 		src = sqlite3_prepare_v2(writer->db,
 					 "INSERT INTO chunks(id, path, size) VALUES(?,?,?)",
 					 -1, &writer->insert_chunk, NULL);
+	if (src == SQLITE_OK)
+		src = sqlite3_prepare_v2(writer->db,
+					 "INSERT INTO versions(ino, version) VALUES(?,?)",
+					 -1, &writer->insert_version, NULL);
 	if (src != SQLITE_OK) {
 		rc = write_failed(writer, src, cause);
 		goto err;
@@ -164,6 +178,13 @@ int dlc_snapshot_writer_add(struct dlc_snapshot_writer *writer,
 	}
 	src = sqlite3_step(stmt);
 	sqlite3_reset(stmt);
+	if (src == SQLITE_DONE && row->version && S_ISREG(row->attr.mode)) {
+		stmt = writer->insert_version;
+		sqlite3_bind_int64(stmt, 1, (sqlite3_int64)(writer->entries + 1));
+		sqlite3_bind_text(stmt, 2, row->version, -1, SQLITE_STATIC);
+		src = sqlite3_step(stmt);
+		sqlite3_reset(stmt);
+	}
 	if (src != SQLITE_DONE)
 		return write_failed(writer, src, cause);
 	writer->entries++;
@@ -250,7 +271,8 @@ int dlc_snapshot_writer_commit(struct dlc_snapshot_writer *writer, uint64_t *ent
 
 	sqlite3_finalize(writer->insert_entry);
 	sqlite3_finalize(writer->insert_chunk);
-	writer->insert_entry = writer->insert_chunk = NULL;
+	sqlite3_finalize(writer->insert_version);
+	writer->insert_entry = writer->insert_chunk = writer->insert_version = NULL;
 	src = write_meta(db, "format", NULL, writer->packed ? SNAPSHOT_FORMAT_PACKED
 							    : SNAPSHOT_FORMAT);
 	if (src == SQLITE_OK)
@@ -301,6 +323,7 @@ void dlc_snapshot_writer_abort(struct dlc_snapshot_writer *writer)
 		return;
 	sqlite3_finalize(writer->insert_entry);
 	sqlite3_finalize(writer->insert_chunk);
+	sqlite3_finalize(writer->insert_version);
 	if (writer->db)
 		sqlite3_close(writer->db);
 	if (writer->tmp)

@@ -5,7 +5,7 @@
  * dlc_backend to the matching driver, which fills ops and priv: "/path" goes
  * to the posix driver, the NFS forms ("host:/export/path",
  * "nfs://host/export/path?version=4", see nfs_source.h) to the NFS driver,
- * and a relative path (the options module makes directories absolute before
+ * "s3://BUCKET/PREFIX" (s3_source.h) to the S3 driver, and a relative path (the options module makes directories absolute before
  * this point) is refused as such.
  *
  * Every other module reaches the remote through the dlc_backend_* wrappers
@@ -22,6 +22,7 @@
 #include "dlcache/cause.h"
 #include "dlcache/backend.h"
 #include "dlcache/nfs_source.h"
+#include "dlcache/s3_source.h"
 
 static void count_call(struct dlc_backend *backend, enum dlc_backend_op op, long long rc)
 {
@@ -44,7 +45,7 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		dlc_cause_set(cause, "no source given; give the dataset's directory");
 		return -EINVAL;
 	}
-	if (source[0] != '/' && !dlc_nfs_source_matches(source)) {
+	if (source[0] != '/' && !dlc_nfs_source_matches(source) && !dlc_s3_source_matches(source)) {
 		dlc_cause_set(cause, "source '%s' is not an absolute path; give the "
 			  "dataset's directory as /path", source);
 		return -EINVAL;
@@ -66,13 +67,17 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		atomic_init(&backend->calls[op], 0);
 	atomic_init(&backend->errors, 0);
 
-	if (dlc_nfs_source_matches(source))
+	/* s3:// first: the NFS matcher claims every other "scheme://". */
+	if (dlc_s3_source_matches(source))
+		rc = dlc_backend_s3_create(source, config, backend, cause);
+	else if (dlc_nfs_source_matches(source))
 		rc = dlc_backend_nfs_create(source, config, backend, cause);
 	else
 		rc = dlc_backend_posix_create(source, config, backend, cause);
 	if (rc < 0)
 		goto err_free_source;
-	if (!dlc_nfs_source_matches(source)) {
+	/* The NFS and S3 drivers bound their own calls. */
+	if (source[0] == '/') {
 		rc = dlc_backend_deadline_wrap(backend, config->timeout_ns ? config->timeout_ns
 									 : DLC_BACKEND_DEFAULT_TIMEOUT_NS);
 		if (rc < 0) {
@@ -145,6 +150,12 @@ int dlc_backend_close(struct dlc_backend *backend, struct dlc_backend_file *file
 
 	count_call(backend, DLC_BACKEND_CLOSE, rc);
 	return rc;
+}
+
+void dlc_backend_set_versions(struct dlc_backend *backend, dlc_backend_version_fn fn, void *arg)
+{
+	if (backend->ops->set_versions)
+		backend->ops->set_versions(backend->priv, fn, arg);
 }
 
 uint64_t dlc_backend_metadata_calls(const struct dlc_backend *backend)

@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""fake_s3.py - a small S3 server for the tests and benchmarks (standard library only).
+
+Serves ROOT/BUCKET/KEY path-style over HTTP/1.1 with keep-alive: ListObjectsV2
+(prefix, delimiter, continuation-token, max-keys), GET (Range, If-Match) and
+HEAD.  An object's ETag is the quoted MD5 of its bytes, so rewriting a file
+under ROOT replaces the object (and If-Match with the old ETag gets 412).
+
+What S3 itself does not offer, for the tests:
+  --latency MS         every request waits MS milliseconds first (a WAN's round trip)
+  --access-key AK      requests must be signed with key AK (else 403 InvalidAccessKeyId);
+                       the signature itself is not checked (s3rver checks SigV4)
+  admin requests on /_fake/ (never counted):
+    GET  /_fake/stats            {"LIST": n, "GET": n, "HEAD": n, "other": n, "ranges": [...]}
+    POST /_fake/fail?status=503&count=N   the next N requests answer status (SlowDown)
+    POST /_fake/reset?count=N    the next N requests have their connection reset
+    POST /_fake/latency?ms=N     change the latency
+    POST /_fake/clear            zero the counters
+The port is written to --port-file once the server listens (port 0 picks one).
+"""
+import argparse
+import email.utils
+import hashlib
+import html
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class State:
+    def __init__(self, root, latency_ms, access_key):
+        self.root = os.path.realpath(root)
+        self.latency = latency_ms / 1000.0
+        self.access_key = access_key
+        self.lock = threading.Lock()
+        self.counts = {"LIST": 0, "GET": 0, "HEAD": 0, "other": 0}
+        self.fail_status = 0
+        self.fail_count = 0
+        self.reset_count = 0
+        self.etags = {}  # path -> (size, mtime_ns, etag)
+        self.walks = {}  # directory -> every key below it (flat listings)
+
+    def etag(self, path, st):
+        with self.lock:
+            cached = self.etags.get(path)
+            if cached and cached[0] == st.st_size and cached[1] == st.st_mtime_ns:
+                return cached[2]
+        with open(path, "rb") as f:
+            digest = hashlib.md5(f.read()).hexdigest()
+        etag = '"%s"' % digest
+        with self.lock:
+            self.etags[path] = (st.st_size, st.st_mtime_ns, etag)
+        return etag
+
+
+def iso(ts):
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(ts))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake_s3"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    @property
+    def state(self):
+        return self.server.state
+
+    # ---- helpers --------------------------------------------------------
+    def send(self, status, body=b"", headers=None, head=False):
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head and body:
+            self.wfile.write(body)
+
+    def error(self, status, code, message, head=False):
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code>"
+                "<Message>%s</Message></Error>" % (code, html.escape(message))).encode()
+        self.send(status, body, {"Content-Type": "application/xml"}, head)
+
+    def reset_connection(self):
+        # SO_LINGER 0: close() sends RST instead of FIN.
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        self.connection.close()
+
+    def fault(self):
+        """Applies an armed fault; True when the request is answered."""
+        st = self.state
+        with st.lock:
+            if st.reset_count > 0:
+                st.reset_count -= 1
+                reset = True
+            else:
+                reset = False
+                status = st.fail_status if st.fail_count > 0 else 0
+                if status:
+                    st.fail_count -= 1
+        if reset:
+            self.reset_connection()
+            return True
+        if status:
+            self.error(status, "SlowDown" if status == 503 else "InternalError",
+                       "Please reduce your request rate.", self.command == "HEAD")
+            return True
+        return False
+
+    def authorized(self):
+        if not self.state.access_key:
+            return True
+        auth = self.headers.get("Authorization", "")
+        if "Credential=%s/" % self.state.access_key in auth:
+            return True
+        self.error(403, "InvalidAccessKeyId",
+                   "The AWS Access Key Id you provided does not exist in our records.",
+                   self.command == "HEAD")
+        return False
+
+    # ---- admin ----------------------------------------------------------
+    def admin(self, path, query):
+        st = self.state
+        if path == "/_fake/stats":
+            with st.lock:
+                body = json.dumps(st.counts).encode()
+            return self.send(200, body, {"Content-Type": "application/json"})
+        with st.lock:
+            if path == "/_fake/fail":
+                st.fail_status = int(query.get("status", ["503"])[0])
+                st.fail_count = int(query.get("count", ["1"])[0])
+            elif path == "/_fake/reset":
+                st.reset_count = int(query.get("count", ["1"])[0])
+            elif path == "/_fake/latency":
+                st.latency = int(query.get("ms", ["0"])[0]) / 1000.0
+            elif path == "/_fake/clear":
+                st.counts = {k: 0 for k in st.counts}
+            else:
+                return self.send(404)
+        self.send(200)
+
+    # ---- S3 -------------------------------------------------------------
+    def handle_any(self):
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        path = urllib.parse.unquote(url.path)
+        if path.startswith("/_fake/"):
+            length = int(self.headers.get("Content-Length", "0") or 0)
+            if length:
+                self.rfile.read(length)
+            return self.admin(path, query)
+        parts = path.lstrip("/").split("/", 1)
+        bucket, key = parts[0], parts[1] if len(parts) > 1 else ""
+        is_list = self.command == "GET" and not key
+        kind = "LIST" if is_list else self.command if self.command in ("GET", "HEAD") else "other"
+        with self.state.lock:
+            self.state.counts[kind] += 1
+        if self.state.latency:
+            time.sleep(self.state.latency)
+        if self.fault():
+            return
+        if not self.authorized():
+            return
+        bucket_dir = os.path.join(self.state.root, bucket)
+        if not bucket or "/" in bucket or not os.path.isdir(bucket_dir):
+            return self.error(404, "NoSuchBucket", "The specified bucket does not exist.",
+                              self.command == "HEAD")
+        if is_list:
+            return self.list_objects(bucket, bucket_dir, query)
+        if self.command not in ("GET", "HEAD"):
+            return self.error(405, "MethodNotAllowed", "read-only server")
+        return self.get_object(bucket_dir, key)
+
+    do_GET = handle_any
+    do_HEAD = handle_any
+    do_POST = handle_any
+    do_PUT = handle_any
+
+    def object_path(self, bucket_dir, key):
+        path = os.path.realpath(os.path.join(bucket_dir, key))
+        if not path.startswith(bucket_dir + os.sep) or not os.path.isfile(path):
+            return None
+        return path
+
+    def get_object(self, bucket_dir, key):
+        head = self.command == "HEAD"
+        path = self.object_path(bucket_dir, key)
+        if not path:
+            return self.error(404, "NoSuchKey", "The specified key does not exist.", head)
+        st = os.stat(path)
+        etag = self.state.etag(path, st)
+        if_match = self.headers.get("If-Match")
+        if if_match and if_match != etag and if_match != "*":
+            return self.error(412, "PreconditionFailed",
+                              "At least one of the pre-conditions you specified did not hold", head)
+        headers = {"ETag": etag, "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True),
+                   "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        size = st.st_size
+        rng = self.headers.get("Range")
+        start, end, status = 0, size - 1, 200
+        if rng and rng.startswith("bytes="):
+            first, _, last = rng[6:].partition("-")
+            start = int(first)
+            end = min(int(last), size - 1) if last else size - 1
+            if start >= size:
+                headers["Content-Range"] = "bytes */%d" % size
+                return self.error(416, "InvalidRange", "The requested range is not satisfiable", head)
+            status = 206
+            headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, size)
+        if head:
+            headers["Content-Length"] = str(size)
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            return
+        with open(path, "rb") as f:
+            f.seek(start)
+            body = f.read(end - start + 1) if size else b""
+        self.send(status, body, headers)
+
+    def list_objects(self, bucket, bucket_dir, query):
+        prefix = query.get("prefix", [""])[0]
+        delimiter = query.get("delimiter", [""])[0]
+        max_keys = int(query.get("max-keys", ["1000"])[0])
+        token = query.get("continuation-token", [""])[0]
+        # Walk only below the prefix's directory part.
+        base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start_dir = os.path.join(bucket_dir, base)
+        keys = []
+        if os.path.isdir(start_dir):
+            if delimiter == "/":
+                for entry in os.scandir(start_dir):
+                    rel = (base + "/" if base else "") + entry.name
+                    if entry.is_dir():
+                        keys.append(rel + "/")
+                    elif entry.is_file():
+                        keys.append(rel)
+            else:
+                # A flat listing pages through every key below: walk once per
+                # server (its keys stay; their bytes may change), stat per page.
+                with self.state.lock:
+                    walked = self.state.walks.get(start_dir)
+                if walked is None:
+                    walked = []
+                    for dirpath, _, files in os.walk(start_dir):
+                        for name in files:
+                            walked.append(os.path.relpath(os.path.join(dirpath, name), bucket_dir))
+                    with self.state.lock:
+                        self.state.walks[start_dir] = walked
+                keys = list(walked)
+        keys = sorted(k for k in keys if k.startswith(prefix))
+        if token:
+            keys = [k for k in keys if k > token]
+        page, rest = keys[:max_keys], keys[max_keys:]
+        out = ['<?xml version="1.0" encoding="UTF-8"?>',
+               '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+               "<Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>"
+               % (html.escape(bucket), html.escape(prefix), len(page), max_keys),
+               "<IsTruncated>%s</IsTruncated>" % ("true" if rest else "false")]
+        if rest:
+            out.append("<NextContinuationToken>%s</NextContinuationToken>" % html.escape(page[-1]))
+        for key in page:
+            if key.endswith("/"):
+                out.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % html.escape(key))
+                continue
+            path = os.path.join(bucket_dir, key)
+            st = os.stat(path)
+            out.append("<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>%s</ETag>"
+                       "<Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>"
+                       % (html.escape(key), iso(st.st_mtime), html.escape(self.state.etag(path, st)),
+                          st.st_size))
+        out.append("</ListBucketResult>")
+        self.send(200, "".join(out).encode(), {"Content-Type": "application/xml"})
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", required=True, help="directory holding one directory per bucket")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", help="written with the port once listening")
+    parser.add_argument("--latency", type=float, default=0, help="milliseconds added to every request")
+    parser.add_argument("--access-key", help="the only access key accepted")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.request_queue_size = 128
+    server.state = State(args.root, args.latency, args.access_key)
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % server.server_address[1])
+        os.rename(tmp, args.port_file)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

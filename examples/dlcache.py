@@ -255,9 +255,12 @@ class CacheAwareSampler(_EpochSampler):
       until it has one), so high-loss samples are seen more often;
     - substitution (Quiver): a drawn sample that is not cached is replaced,
       with probability a, by a cached sample drawn by the same weights;
-    - ordering (SHADE's PADS): with cached_first (the default) the cached
-      samples of the epoch come first, then the rest, each part shuffled;
-      otherwise all draws are shuffled together.
+    - ordering: all draws are shuffled together (the default: every batch
+      mixes hits and misses, as a plain shuffle's do; the announced order
+      lets the cache keep the hits until they are read); with cached_first
+      (SHADE's PADS) the cached samples come first, then the rest, each part
+      shuffled, which trains on the cached part alone for most of the epoch
+      and costs accuracy.
     No sample starves: every draw picks sample i with probability at least
     (1 - a)^2 / n.  a = 0 is a plain shuffle.
 
@@ -299,7 +302,7 @@ class CacheAwareSampler(_EpochSampler):
 
     def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0,
                  adaptive=True, min_a=0.1, max_a=0.8, step=0.1, min_gain=0.002,
-                 min_loss_drop=0.01, cached_first=True, clip=None):
+                 min_loss_drop=0.01, cached_first=False, clip=None):
         if not 0 <= aggressiveness < 1:
             raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
         if adaptive and not 0 <= min_a <= max_a < 1:

@@ -117,7 +117,7 @@ class SamplerTest(unittest.TestCase):
     def test_cached_samples_come_first_and_misses_are_prefetched(self):
         held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
         m, r = self.reporter(held)
-        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5, cached_first=True)
         s.set_epoch(2)
         order = list(s)
         self.assertEqual(len(order), 100)
@@ -129,6 +129,15 @@ class SamplerTest(unittest.TestCase):
         self.assertGreater(len(order), len(set(order)), "drawn with replacement")
         # 30% cached: by weight and substitution well over half the draws hit.
         self.assertGreater(s.cached_fraction, 0.5)
+
+    def test_by_default_hits_and_misses_are_shuffled_together(self):
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
+        _, r = self.reporter(held)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5)
+        s.set_epoch(2)
+        flags = [i >= 70 for i in s]
+        self.assertNotEqual(flags, sorted(flags, reverse=True))
+        self.assertTrue(any(flags[:20]) and not all(flags[:20]))
 
     def test_importance_favours_high_loss_but_starves_nobody(self):
         _, r = self.reporter()

@@ -2,8 +2,8 @@
 # examples/demo.sh - what the cache buys, from a fresh Debian 12 machine:
 # installs what is missing (PyTorch from Debian included), builds dlcache,
 # generates a synthetic ImageFolder dataset, and trains a small CNN on it
-# (examples/train.py) twice over the same emulated slow source (2 ms per
-# call to the source, one prefetch thread):
+# (examples/train.py) twice over the same emulated slow source (5 ms per
+# call to the source, 3 calls per miss, one prefetch thread):
 #   1. without the cache (policy=none, a plain shuffle): every read goes to
 #      the source;
 #   2. with a cache holding about 30% of the training files, loss ranks
@@ -37,7 +37,7 @@ echo "== generating a dataset: 10 classes, $ntrain training and 500 validation J
 
 # Each training file is charged two 4 KiB blocks: 30% of them fit in this.
 size=$((ntrain * 3 / 10 * 8192))
-slow="source_delay=2ms,prefetch_threads=1,prefetch_window=16"
+slow="source_delay=5ms,prefetch_threads=1,prefetch_window=16"
 
 # train NAME TITLE MOUNT_OPTIONS TRAIN.PY_OPTIONS...
 train() {

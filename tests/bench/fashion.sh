@@ -23,7 +23,7 @@
 #   ONLY=sampler tests/bench/fashion.sh     (the rows whose name matches, and no-cache)
 . "$(dirname "$0")/lib.sh"
 . tests/deps.sh
-dlc_install_packages dataset-fashion-mnist "${DLC_TRAIN_PACKAGES[@]}"
+dlc_install_packages "${DLC_TRAIN_PACKAGES[@]}" "${DLC_FASHION_PACKAGES[@]}"
 TRAIN=${TRAIN:-60000}
 TEST=${TEST:-10000}
 EPOCHS=${EPOCHS:-6}

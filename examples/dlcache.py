@@ -57,6 +57,7 @@ class Mount:
                                     "above it); mount the dataset with mount.dlcache first" % path)
         self.root = root
         self._fd = None
+        self._pid = None
         self.bad_lines = 0
 
     def relpath(self, path):
@@ -73,8 +74,14 @@ class Mount:
         if not lines:
             return
         data = ("\n".join(lines) + "\n").encode()
+        if self._fd is not None and self._pid != os.getpid():
+            # A forked DataLoader worker: the inherited descriptor is the
+            # parent's; leave it to the parent and open one of our own, so
+            # whole lines from each process arrive in one write each.
+            self._fd = None
         if self._fd is None:
             self._fd = os.open(os.path.join(self.root, ".control"), os.O_WRONLY | os.O_APPEND)
+            self._pid = os.getpid()
         try:
             view = memoryview(data)
             while view:
@@ -112,7 +119,8 @@ class Mount:
 
     def close(self):
         if self._fd is not None:
-            os.close(self._fd)
+            if self._pid == os.getpid():
+                os.close(self._fd)
             self._fd = None
 
 
@@ -238,34 +246,170 @@ class ShuffleSampler(_EpochSampler):
 
 
 class CacheAwareSampler(_EpochSampler):
-    """Draws an epoch by importance and favours what the cache holds.
+    """Draws an epoch by importance, favours what the cache holds, adapts how
+    much it favours it to the training's progress, and announces the order.
 
-    aggressiveness a in [0, 1) is the one knob:
+    aggressiveness a in [0, 1) sets how far the epoch leans on the cache:
     - importance sampling: sample i is drawn (with replacement) with weight
       (1 - a) + 2a * score_i, where score_i in [0, 1] is its loss rank (0.5
       until it has one), so high-loss samples are seen more often;
     - substitution (Quiver): a drawn sample that is not cached is replaced,
       with probability a, by a cached sample drawn by the same weights;
-    - ordering (SHADE's PADS): the cached samples of the epoch come first,
-      then the rest, each part shuffled, so the misses admitted during the
-      epoch cannot evict a sample before it is read; only the misses are
-      announced for prefetch.
+    - ordering: all draws are shuffled together (the default: every batch
+      mixes hits and misses, as a plain shuffle's do; the announced order
+      lets the cache keep the hits until they are read); with cached_first
+      (SHADE's PADS) the cached samples come first, then the rest, each part
+      shuffled, which trains on the cached part alone for most of the epoch
+      and costs accuracy.
     No sample starves: every draw picks sample i with probability at least
     (1 - a)^2 / n.  a = 0 is a plain shuffle.
+
+    Adaptation (adaptive=True, the default; SHADE's PADS raises the hit rate
+    "while keeping the accuracy improvement in check"): aggressiveness is
+    the starting value, and before each epoch a moves by the trend of a
+    progress signal between the epochs:
+    - the signal improved on its best value so far by more than min_gain
+      (validation accuracy: absolute, 0.002 = 0.2 point) or min_loss_drop
+      (a loss: relative, 0.01 = 1%): a rises by step, up to max_a;
+    - it stalled or got worse: a falls by 2 * step, down to min_a
+      (back off twice as fast as it climbs, so a stall costs little).
+    The signal is what the loop gives observe(accuracy=...) or
+    observe(loss=...) since the last epoch; without it, the sampler observes
+    the importance-weighted mean of the latest losses of the samples the
+    last epoch drew, an unbiased estimate of the training loss that needs
+    no change to the loop.  adaptive=False keeps a fixed.  history lists
+    (epoch, a, signal) per epoch.
+
+    Unbiased weights: draw_probability(i) is p_i, the probability that one
+    draw of the epoch yields sample i (importance and substitution
+    included), and loss_weights(indices) gives 1 / (N p_i) for each index,
+    so that the mean of weight * loss over an epoch's draws estimates the
+    mean loss over the whole dataset, as a plain shuffle's does:
+        w = torch.tensor(sampler.loss_weights(indices))
+        (w * losses).mean().backward()
+    clip (default None) caps each weight, trading a little bias for less
+    variance.
+
+    Announcement: with prefetch (the default, and a mount) set_epoch()
+    writes the whole order it drew, in reading order and repeats included,
+    as prefetch lines after the epoch line, so the cache plans with it
+    (Belady's MIN) and the prefetcher fetches the misses ahead.
+
+    Workers: the DataLoader iterates the sampler in the main process, so all
+    .control writes (epoch, prefetch, scores) come from there; forked
+    workers inherit the descriptor and closing it there applies nothing.
     """
 
-    def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0):
+    def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0,
+                 adaptive=True, min_a=0.1, max_a=0.8, step=0.1, min_gain=0.002,
+                 min_loss_drop=0.01, cached_first=False, clip=None):
         if not 0 <= aggressiveness < 1:
             raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
+        if adaptive and not 0 <= min_a <= max_a < 1:
+            raise ValueError("adaptation needs 0 <= min_a <= max_a < 1, not min_a=%r max_a=%r"
+                             % (min_a, max_a))
+        if step < 0 or min_gain < 0 or min_loss_drop < 0:
+            raise ValueError("step, min_gain and min_loss_drop must not be negative")
+        if clip is not None and clip <= 0:
+            raise ValueError("clip must be a positive weight or None, not %r" % clip)
         mount = mount if mount is not None else reporter.mount
         super().__init__(paths, mount, prefetch, seed)
         self.reporter = reporter
         self.a = aggressiveness
+        self.adaptive = adaptive
+        self.min_a, self.max_a, self.step = min_a, max_a, step
+        self.min_gain, self.min_loss_drop = min_gain, min_loss_drop
+        self.cached_first = cached_first
+        self.clip = clip
         self.cached_fraction = 0.0
+        self.history = []
+        self._probability = [1.0 / max(1, len(self.paths))] * len(self.paths)
+        self._drawn = []
+        self._observed = None    # ("accuracy" | "loss", value) given since the last epoch
+        self._best = {}          # best value seen per signal kind
+        self._started = False
+
+    # -- adaptation ---------------------------------------------------------
+
+    def observe(self, accuracy=None, loss=None):
+        """The loop's progress signal for the epoch that just ended: a
+        validation (or training) accuracy, higher is better, or a loss,
+        lower is better.  The next set_epoch() adapts to it."""
+        if (accuracy is None) == (loss is None):
+            raise ValueError("observe() takes one of accuracy= or loss=")
+        value = accuracy if accuracy is not None else loss
+        if not math.isfinite(value):
+            return
+        self._observed = ("accuracy", float(accuracy)) if accuracy is not None \
+            else ("loss", float(loss))
+
+    def _auto_signal(self):
+        """The importance-weighted mean of the latest losses of the samples
+        the last epoch drew (each draw weighted 1 / (N p_i)), or None."""
+        total = weight_sum = 0.0
+        for i in self._drawn:
+            loss = self.reporter.loss[i]
+            if loss == loss:
+                w = self._weight(i)
+                total += w * loss
+                weight_sum += w
+        return ("loss", total / weight_sum) if weight_sum > 0 else None
+
+    def _adapt(self):
+        """Moves a by the trend of the signal observed since the last epoch."""
+        signal = self._observed or self._auto_signal()
+        self._observed = None
+        if signal is None:
+            return None
+        kind, value = signal
+        best = self._best.get(kind)
+        if best is None:
+            self._best[kind] = value
+            return signal
+        if kind == "accuracy":
+            improved = value > best + self.min_gain
+        else:
+            improved = value < best * (1 - self.min_loss_drop) if best > 0 else value < best
+        if improved:
+            self._best[kind] = value
+            self.a = round(min(self.max_a, self.a + self.step), 6)
+        else:
+            if kind == "accuracy":
+                self._best[kind] = max(best, value)
+            else:
+                self._best[kind] = min(best, value)
+            self.a = round(max(self.min_a, self.a - 2 * self.step), 6)
+        return signal
+
+    def set_epoch(self, epoch):
+        signal = None
+        if self.adaptive and self._started:
+            signal = self._adapt()
+        self._started = True
+        super().set_epoch(epoch)
+        self.history.append((epoch, self.a, signal and signal[1]))
+
+    # -- drawing and weights --------------------------------------------------
 
     def _weights(self):
         scores = (self.reporter.score(i) for i in range(len(self.paths)))
         return [(1 - self.a) + 2 * self.a * (0.5 if s is None else s) for s in scores]
+
+    def draw_probability(self, i):
+        """p_i: the probability that one draw of the current epoch is sample i."""
+        return self._probability[i]
+
+    def _weight(self, i):
+        p = self._probability[i]
+        w = 1.0 / (len(self.paths) * p) if p > 0 else 0.0
+        return min(w, self.clip) if self.clip else w
+
+    def loss_weights(self, indices):
+        """1 / (N p_i) for each index (a tensor or a sequence): multiply each
+        sample's loss by its weight for an unbiased estimate of the mean loss."""
+        if hasattr(indices, "tolist"):
+            indices = indices.tolist()
+        return [self._weight(int(i)) for i in indices]
 
     def _draw(self, rng):
         n = len(self.paths)
@@ -273,6 +417,8 @@ class CacheAwareSampler(_EpochSampler):
             order = list(range(n))
             rng.shuffle(order)
             self.cached_fraction = 0.0
+            self._probability = [1.0 / max(1, n)] * n
+            self._drawn = order
             return order
         weights = self._weights()
         cached = set()
@@ -280,6 +426,17 @@ class CacheAwareSampler(_EpochSampler):
             held = self.mount.cached()
             rel = self.reporter.paths
             cached = {i for i in range(n) if rel[i] in held}
+        # p_i of one draw: q_i by weight; a miss is swapped with probability
+        # a for a cached sample drawn by weight among the cached ones.
+        total = sum(weights)
+        q = [w / total for w in weights]
+        if cached:
+            cached_mass = sum(q[i] for i in cached)
+            moved = self.a * (1 - cached_mass)
+            self._probability = [q[i] * (1 + moved / cached_mass) if i in cached
+                                 else q[i] * (1 - self.a) for i in range(n)]
+        else:
+            self._probability = q
         draws = rng.choices(range(n), weights=weights, k=n)
         hits, misses = [], []
         if cached:
@@ -290,19 +447,20 @@ class CacheAwareSampler(_EpochSampler):
             if i not in cached and cached and rng.random() < self.a:
                 i = next(substitutes)
             (hits if i in cached else misses).append(i)
-        rng.shuffle(hits)
-        rng.shuffle(misses)
         self.cached_fraction = len(hits) / max(1, n)
-        self._misses = misses
-        return hits + misses
+        if self.cached_first:
+            rng.shuffle(hits)
+            rng.shuffle(misses)
+            order = hits + misses
+        else:
+            order = hits + misses
+            rng.shuffle(order)
+        self._drawn = order
+        return order
 
     def _announce(self):
-        seen, ahead = set(), []
-        for i in self._misses if self.a else self.order:
-            if i not in seen:
-                seen.add(i)
-                ahead.append(self.paths[i])
-        self.mount.prefetch(ahead)
+        """The whole order, in reading order, repeats included."""
+        self.mount.prefetch([self.paths[i] for i in self.order])
 
 
 class ChunkShuffleSampler(_EpochSampler):

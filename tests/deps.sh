@@ -26,6 +26,9 @@ DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 DLC_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # The training example and its test: PyTorch on the CPU, from Debian.
 DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)
+# The time-to-accuracy benchmark (tests/bench/fashion.sh): Fashion-MNIST
+# (70,000 images, 30 MB) from Debian, on top of the training packages.
+DLC_FASHION_PACKAGES=(dataset-fashion-mnist)
 # The docs and packaging suites: man(1), dpkg-buildpackage with debhelper, rpmbuild.
 DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper rpm systemd)
 # For the tests and benchmarks only: nfs-ganesha (with its VFS backend) serves

@@ -117,21 +117,31 @@ class SamplerTest(unittest.TestCase):
     def test_cached_samples_come_first_and_misses_are_prefetched(self):
         held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
         m, r = self.reporter(held)
-        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5, cached_first=True)
         s.set_epoch(2)
         order = list(s)
         self.assertEqual(len(order), 100)
         flags = [i >= 70 for i in order]
         self.assertEqual(flags, sorted(flags, reverse=True), "cached samples come first")
-        announced = [w for w in m.writes if w[0].startswith("prefetch")][0]
-        misses = list(dict.fromkeys(i for i in order if i < 70))
-        self.assertEqual(announced, ["prefetch " + m.relpath(PATHS[i]) for i in misses])
+        self.assertEqual(m.writes[0], ["epoch 2"])
+        # The whole order, in reading order, repeats included, right after.
+        self.assertEqual(m.writes[1], ["prefetch " + m.relpath(PATHS[i]) for i in order])
+        self.assertGreater(len(order), len(set(order)), "drawn with replacement")
         # 30% cached: by weight and substitution well over half the draws hit.
         self.assertGreater(s.cached_fraction, 0.5)
 
+    def test_by_default_hits_and_misses_are_shuffled_together(self):
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
+        _, r = self.reporter(held)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5)
+        s.set_epoch(2)
+        flags = [i >= 70 for i in s]
+        self.assertNotEqual(flags, sorted(flags, reverse=True))
+        self.assertTrue(any(flags[:20]) and not all(flags[:20]))
+
     def test_importance_favours_high_loss_but_starves_nobody(self):
         _, r = self.reporter()
-        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.8)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.8, adaptive=False)
         counts = collections.Counter()
         for epoch in range(200):
             s.set_epoch(epoch)
@@ -151,6 +161,220 @@ class SamplerTest(unittest.TestCase):
         self.assertEqual(first, list(b))
         a.set_epoch(2)
         self.assertNotEqual(first, list(a))
+
+
+class AdaptationTest(unittest.TestCase):
+    """The sampler's aggressiveness follows the training's progress."""
+
+    def sampler(self, **kw):
+        r = dlcache.RankReporter(None, PATHS, every=1000)
+        r.report(list(range(100)), [float(i) for i in range(100)])
+        r.rerank()
+        return r, dlcache.CacheAwareSampler(PATHS, r, mount=FakeMount(), **kw)
+
+    def test_rising_accuracy_raises_a_and_a_stall_backs_off_twice_as_fast(self):
+        _, s = self.sampler(aggressiveness=0.4, step=0.1, min_a=0.1, max_a=0.8)
+        s.set_epoch(1)
+        steps = []
+        for epoch, accuracy in enumerate([0.50, 0.60, 0.70, 0.80, 0.80, 0.795, 0.90], start=2):
+            s.observe(accuracy=accuracy)
+            s.set_epoch(epoch)
+            steps.append(round(s.a, 6))
+        # first observation is the reference; then +0.1 +0.1 +0.1, stall
+        # -0.2, worse -0.2, a new best +0.1.
+        self.assertEqual(steps, [0.4, 0.5, 0.6, 0.7, 0.5, 0.3, 0.4])
+        self.assertEqual([h[1] for h in s.history][1:], steps)
+
+    def test_a_stays_within_its_bounds(self):
+        _, s = self.sampler(aggressiveness=0.5, step=0.2, min_a=0.2, max_a=0.7)
+        s.set_epoch(1)
+        for epoch in range(2, 8):
+            s.observe(accuracy=epoch / 10)
+            s.set_epoch(epoch)
+        self.assertAlmostEqual(s.a, 0.7)
+        for epoch in range(8, 14):
+            s.observe(accuracy=0.0)
+            s.set_epoch(epoch)
+        self.assertAlmostEqual(s.a, 0.2)
+
+    def test_a_falling_loss_raises_a_without_observe(self):
+        r, s = self.sampler(aggressiveness=0.3)
+        for epoch in range(1, 5):
+            s.set_epoch(epoch)
+            order = list(s)
+            # every sample's loss halves each epoch: the training improves
+            r.report(order, [float(i) / 2 ** epoch for i in order])
+        self.assertAlmostEqual(s.a, 0.5, msg="two rises after the reference epoch")
+        for epoch in range(5, 7):
+            s.set_epoch(epoch)
+            order = list(s)
+            r.report(order, [float(i) for i in order])   # the loss jumps back
+        self.assertLess(s.a, 0.5)
+
+    def test_a_fixed_knob_stays_fixed(self):
+        _, s = self.sampler(aggressiveness=0.6, adaptive=False)
+        for epoch in range(1, 5):
+            s.observe(accuracy=epoch / 10)
+            s.set_epoch(epoch)
+        self.assertEqual(s.a, 0.6)
+
+    def test_bad_knobs_are_refused(self):
+        r, _ = self.sampler()
+        for kw in ({"min_a": 0.5, "max_a": 0.4}, {"max_a": 1.0}, {"step": -0.1}, {"clip": 0}):
+            with self.assertRaises(ValueError, msg=kw):
+                dlcache.CacheAwareSampler(PATHS, r, **kw)
+        _, s = self.sampler()
+        with self.assertRaises(ValueError):
+            s.observe()
+
+
+class WeightTest(unittest.TestCase):
+    """loss_weights() makes the importance-sampled epoch an unbiased estimate."""
+
+    def test_probabilities_sum_to_one_and_match_the_draws(self):
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[::3]}
+        m = FakeMount(held)
+        r = dlcache.RankReporter(m, PATHS, every=1000)
+        r.report(list(range(100)), [float(i) for i in range(100)])
+        r.rerank()
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.6, adaptive=False)
+        s.set_epoch(0)
+        p = [s.draw_probability(i) for i in range(100)]
+        self.assertAlmostEqual(sum(p), 1.0)
+        counts = collections.Counter()
+        epochs = 400
+        for epoch in range(epochs):
+            s.set_epoch(epoch)
+            counts.update(s)
+        for group in (range(0, 50, 3), range(1, 50, 3), range(51, 100, 3), range(99, 50, -3)):
+            expected = sum(p[i] for i in group) * 100 * epochs
+            observed = sum(counts[i] for i in group)
+            self.assertLess(abs(observed - expected), 0.05 * expected, list(group))
+
+    def test_weighted_mean_loss_is_unbiased_where_the_plain_mean_is_not(self):
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[60:]}
+        m = FakeMount(held)
+        r = dlcache.RankReporter(m, PATHS, every=1000)
+        loss = [float(i) for i in range(100)]
+        r.report(list(range(100)), loss)
+        r.rerank()
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.7, adaptive=False)
+        weighted = plain = 0.0
+        epochs = 300
+        for epoch in range(epochs):
+            s.set_epoch(epoch)
+            order = list(s)
+            w = s.loss_weights(order)
+            weighted += sum(wi * loss[i] for wi, i in zip(w, order)) / len(order)
+            plain += sum(loss[i] for i in order) / len(order)
+        true_mean = sum(loss) / len(loss)
+        self.assertLess(abs(weighted / epochs - true_mean), 0.03 * true_mean)
+        self.assertGreater(plain / epochs - true_mean, 0.2 * true_mean,
+                           "cached high-loss samples are drawn more often")
+
+    def test_a_plain_shuffle_weighs_one_and_clip_caps(self):
+        m = FakeMount({os.path.relpath(PATHS[0], "/mnt/data")})
+        r = dlcache.RankReporter(m, PATHS, every=1000)
+        r.report(list(range(100)), [float(i) for i in range(100)])
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0, adaptive=False)
+        s.set_epoch(1)
+        self.assertEqual(s.loss_weights(range(100)), [1.0] * 100)
+        c = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.9, adaptive=False, clip=2.0)
+        c.set_epoch(1)
+        self.assertLessEqual(max(c.loss_weights(range(100))), 2.0)
+        self.assertLess(min(c.loss_weights(range(100))), 1.0, "the one cached sample")
+
+
+class WorkerTest(unittest.TestCase):
+    """A real .control (a regular file here) written by the main process
+    while forked workers take their share of the order."""
+
+    def mount(self, d):
+        for name in (".control", ".stats"):
+            open(os.path.join(d, name), "w").close()
+        with open(os.path.join(d, ".cached"), "w") as f:
+            f.write("".join(os.path.relpath(p, "/mnt/data") + "\n" for p in PATHS[:30]))
+        return dlcache.Mount(d)
+
+    def test_forked_workers_leave_the_main_process_writes_whole(self):
+        import multiprocessing
+        with tempfile.TemporaryDirectory() as d:
+            m = self.mount(d)
+            paths = [os.path.join(d, os.path.relpath(p, "/mnt/data")) for p in PATHS]
+            r = dlcache.RankReporter(m, paths, every=1)
+            s = dlcache.CacheAwareSampler(paths, r, aggressiveness=0.5)
+            s.set_epoch(1)
+            order = list(s)
+            ctx = multiprocessing.get_context("fork")
+            workers = [ctx.Process(target=_worker, args=(m, order[k::2], k)) for k in range(2)]
+            for w in workers:
+                w.start()
+            r.report(order[:10], [1.0] * 10)    # main writes while workers run
+            for w in workers:
+                w.join()
+                self.assertEqual(w.exitcode, 0)
+            r.report(order[10:20], [2.0] * 10)  # and after they closed their copies
+            m.close()
+            with open(os.path.join(d, ".control")) as f:
+                lines = f.read().split("\n")
+            self.assertEqual(lines[-1], "", "the file ends with a whole line")
+            lines = lines[:-1]
+            self.assertEqual(lines[0], "epoch 1")
+            rel = [os.path.relpath(p, d) for p in paths]
+            self.assertEqual(lines[1:1 + len(order)], ["prefetch " + rel[i] for i in order])
+            main = [l for l in lines if not l.startswith(("epoch", "prefetch", "worker"))]
+            self.assertEqual([l.split(" ", 1)[1] for l in main],
+                             [rel[i] for i in list(dict.fromkeys(order[:10]))] +
+                             [rel[i] for i in list(dict.fromkeys(order[10:20]))])
+            for k in range(2):
+                self.assertEqual(sum(l.startswith("worker %d " % k) for l in lines), 5)
+
+    def test_a_torch_dataloader_with_two_workers_reads_the_announced_order(self):
+        try:
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+        except ImportError:
+            self.skipTest("python3-torch is not installed")
+
+        class Indices(Dataset):
+            def __len__(self):
+                return len(PATHS)
+
+            def __getitem__(self, i):
+                return torch.tensor(i)
+
+        with tempfile.TemporaryDirectory() as d:
+            m = self.mount(d)
+            paths = [os.path.join(d, os.path.relpath(p, "/mnt/data")) for p in PATHS]
+            r = dlcache.RankReporter(m, paths, every=1)
+            s = dlcache.CacheAwareSampler(paths, r, aggressiveness=0.5)
+            loader = DataLoader(Indices(), batch_size=8, sampler=s, num_workers=2,
+                                persistent_workers=True,
+                                multiprocessing_context="fork")
+            for epoch in (1, 2):
+                s.set_epoch(epoch)
+                expected = list(s.order)
+                read = []
+                for batch in loader:
+                    read.extend(batch.tolist())
+                    r.report(batch, [float(epoch)] * len(batch))
+                self.assertEqual(read, expected, "the loader reads the drawn order")
+            m.close()
+            with open(os.path.join(d, ".control")) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(lines.count("epoch 1"), 1)
+            self.assertEqual(lines.count("epoch 2"), 1)
+            second = lines[lines.index("epoch 2") + 1:][:len(expected)]
+            rel = [os.path.relpath(p, d) for p in paths]
+            self.assertEqual(second, ["prefetch " + rel[i] for i in expected])
+
+
+def _worker(mount, share, k):
+    """A forked worker: reads its share, writes a few lines of its own
+    through the inherited Mount (which opens its own descriptor)."""
+    mount.write(["worker %d %d" % (k, i) for i in share[:5]])
+    mount.close()
+    os._exit(0)
 
 
 class ChunkShuffleSamplerTest(unittest.TestCase):

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# fashion.sh - time to accuracy on real data (issue 14, item 7): Debian's
+# Fashion-MNIST exported as an ImageFolder of PNGs, a small CNN trained on
+# the CPU (examples/train.py --model gray28, SGD with a cosine learning-rate
+# schedule, 2 DataLoader workers) over a dlcache mount of an emulated slow
+# source, with caches holding FRACTIONS of the training files:
+#   no-cache                 plain shuffle, policy=none (every read a miss)
+#   freeze-F                 plain shuffle, policy=freeze
+#   importance-F             plain shuffle, policy=importance (ranks reported)
+#   importance+sampler-F     the adaptive cache-aware sampler, importance
+#                            weights 1/(N p_i) on the losses
+# Every run announces its order (prefetch lines) and mounts with the same
+# options: SOURCE_DELAY per source call (3 calls per miss), one prefetch
+# thread 16 files ahead, so that the source stays the bottleneck and the
+# cache decides the time.  The test images are read from local disk, held
+# in memory, and evaluation is not timed.  Per configuration, over SEEDS:
+# median and spread of the training time to each target accuracy, epoch
+# time, hit ratio after the first epoch, final accuracy.
+#
+#   tests/bench/fashion.sh                  (the full run: 60000 images)
+#   TRAIN=3000 TEST=2000 EPOCHS=4 SEEDS="1 2" FRACTIONS="0.3" \
+#   TARGETS=0.75,0.8 tests/bench/fashion.sh (a reduced run)
+#   ONLY=sampler tests/bench/fashion.sh     (the rows whose name matches, and no-cache)
+. "$(dirname "$0")/lib.sh"
+. tests/deps.sh
+dlc_install_packages "${DLC_TRAIN_PACKAGES[@]}" "${DLC_FASHION_PACKAGES[@]}"
+TRAIN=${TRAIN:-60000}
+TEST=${TEST:-10000}
+EPOCHS=${EPOCHS:-6}
+SEEDS=${SEEDS:-1 2 3}
+FRACTIONS=${FRACTIONS:-0.1 0.3}
+TARGETS=${TARGETS:-0.85,0.88}
+SOURCE_DELAY=${SOURCE_DELAY:-3ms}
+PY=/usr/bin/python3
+
+DATA=/var/tmp/dlcache-bench-fashion-$TRAIN-$TEST
+if [ ! -f "$DATA/complete" ]; then
+	rm -rf "$DATA"
+	# The mount's root holds train/ only; the test set stays on local disk.
+	"$PY" tests/bench/fashion.py export "$DATA" "$TRAIN" "$TEST"
+	mkdir "$DATA/src"
+	mv "$DATA/train" "$DATA/src/train"
+	touch "$DATA/complete"
+fi
+# What the store charges for the training files: whole 4 KiB blocks.
+CHARGED=$(find "$DATA/src/train" -type f -printf '%s\n' |
+	awk '{b += int(($1 + 4095) / 4096) * 4096} END {print b}')
+NTRAIN=$(find "$DATA/src/train" -type f | wc -l)
+echo "Fashion-MNIST: $NTRAIN training PNGs ($CHARGED bytes charged), $TEST test images;" \
+	"$EPOCHS epochs, seeds $SEEDS; source: $SOURCE_DELAY per call; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+
+# run NAME POLICY FRACTION SAMPLER [TRAIN.PY OPTIONS...]
+run() {
+	local name=$1 policy=$2 fraction=$3 sampler=$4 seed
+	shift 4
+	[[ "$name" =~ ${ONLY:-.} ]] || [ "$name" = no-cache ] || return 0
+	local size
+	size=$(awk "BEGIN {printf \"%d\", $CHARGED * $fraction}")
+	[ "$size" -gt 0 ] || size=1M   # policy=none keeps nothing; any size will do
+	for seed in $SEEDS; do
+		rm -rf "$WORK/cache"
+		mount_dlcache "$DATA/src" "policy=$policy,cache_size=$size,source_delay=$SOURCE_DELAY,prefetch_threads=1,prefetch_window=16"
+		"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
+			--epochs "$EPOCHS" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
+			--sampler "$sampler" --seed "$seed" --targets "$TARGETS" --drop-caches \
+			--json "$WORK/$name.$seed.json" "$@" >"$WORK/$name.$seed.log" ||
+			{ cat "$WORK/$name.$seed.log"; exit 1; }
+		unmount_dlcache
+		echo "  $name seed $seed: $(tail -1 "$WORK/$name.$seed.log")"
+	done
+}
+
+run no-cache none 0 shuffle
+for f in $FRACTIONS; do
+	pct=$(awk "BEGIN {printf \"%d\", $f * 100}")
+	run "freeze-$pct"             freeze     "$f" shuffle
+	run "importance-$pct"         importance "$f" shuffle
+	run "importance+sampler-$pct" importance "$f" cache-aware --weights
+done
+echo
+"$PY" tests/bench/fashion.py table "$TARGETS" "$WORK"/*.json

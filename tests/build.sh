@@ -146,7 +146,7 @@ else
 fi
 ninja -C "$BUILD" >/dev/null
 fuse_version=$(meson introspect --dependencies "$BUILD" 2>/dev/null |
-	python3 -c 'import json,sys; print(next((d["version"] for d in json.load(sys.stdin) if d["name"] == "fuse3"), "?"))' 2>/dev/null || echo '?')
+	python3 -c 'import json,sys; print(([d["version"] for d in json.load(sys.stdin) if d["name"] == "fuse3"] or ["?"])[-1])' 2>/dev/null || echo '?')
 if $use_private; then
 	echo "built $BUILD against the private static libfuse $fuse_version ($DLC_LIBFUSE_DIR/prefix)"
 else

@@ -52,6 +52,10 @@ enum dlc_stat {
 	DLC_STAT_CONTROL_LINES,
 	DLC_STAT_CONTROL_ERRORS,
 	DLC_STAT_INTERRUPTED,          /* readers that left a wait for the source with EINTR */
+	DLC_STAT_BLOCK_HITS,           /* blocks of large files served from the cache */
+	DLC_STAT_BLOCK_MISSES,         /* blocks of large files read from the source */
+	DLC_STAT_BLOCK_ADMISSIONS,     /* blocks written to the cache */
+	DLC_STAT_READAHEADS,           /* blocks fetched ahead of a sequential reader */
 	DLC_STAT_COUNT,
 };
 

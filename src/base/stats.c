@@ -55,6 +55,10 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_CONTROL_LINES] = "control_lines",
 	[DLC_STAT_CONTROL_ERRORS] = "control_errors",
 	[DLC_STAT_INTERRUPTED] = "interrupted",
+	[DLC_STAT_BLOCK_HITS] = "block_hits",
+	[DLC_STAT_BLOCK_MISSES] = "block_misses",
+	[DLC_STAT_BLOCK_ADMISSIONS] = "block_admissions",
+	[DLC_STAT_READAHEADS] = "readaheads",
 };
 
 static const char *const backend_op_names[DLC_BACKEND_OP_COUNT] = {

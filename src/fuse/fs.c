@@ -52,7 +52,7 @@ static const char *const virtual_names[VIRTUAL_COUNT] = {
 
 enum handle_kind {
 	HANDLE_BLOB,        /* a whole file, from the cache or one fetch */
-	HANDLE_DIRECT,      /* a large file read from the source by range */
+	HANDLE_DIRECT,      /* a large file, read by blocks (blocks.h) */
 	HANDLE_TEXT,        /* a virtual file's contents, made at open */
 	HANDLE_CONTROL,     /* .control: a parser for what is written */
 	HANDLE_FD,          /* a checked cache file, spliced by range */
@@ -63,7 +63,7 @@ struct handle {
 						 * source read in the pool */
 	enum handle_kind kind;
 	struct dlc_blob *blob;
-	struct dlc_backend_file *direct;
+	struct dlc_block_reader *direct;        /* HANDLE_DIRECT (NULL: a packed source) */
 	char *text;
 	size_t text_len;
 	int fd;                                 /* HANDLE_FD */

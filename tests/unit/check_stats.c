@@ -30,6 +30,10 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 	"chunk_reads", "chunk_admissions", "chunk_hits", "control_lines", "control_errors",
 	"interrupted",
+	"block_hits",
+	"block_misses",
+	"block_admissions",
+	"readaheads",
 };
 
 static struct dlc_stats stats;
@@ -275,13 +279,14 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[32];
+		const char *keys[40];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
 			  "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
-			  "control_errors", "interrupted", "hit_ratio", "last_error", "epoch", "scored_samples",
+			  "control_errors", "interrupted", "block_hits", "block_misses",
+			  "block_admissions", "readaheads", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission" } },
@@ -291,7 +296,8 @@ START_TEST(test_every_key_once_per_object)
 		{ "lifetime", { "hits", "misses", "bytes_from_cache", "bytes_from_remote",
 				"admissions", "evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors",
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
-				"control_lines", "control_errors", "interrupted" } },
+				"control_lines", "control_errors", "interrupted", "block_hits",
+				"block_misses", "block_admissions", "readaheads" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

@@ -181,6 +181,7 @@ struct parse_state {
 	char *kernel_flags;     /* pass-through flags, comma list */
 	char *first_unknown;    /* an unknown -o option, reported unless -s */
 	bool sloppy;
+	bool readahead_given;   /* readahead_max= was written */
 };
 
 /* Records the first failure of a parse; returns -1 for fuse_opt. */
@@ -537,6 +538,7 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 					  value);
 		return rc;
 	case KEY_READAHEAD_MAX:
+		state->readahead_given = true;
 		return parse_size_option(state, "readahead_max", value, "64M", &opts->readahead_max);
 	case KEY_MEMORY_LIMIT:
 		rc = parse_size_option(state, "memory_limit", value, "2G", &opts->memory_limit);
@@ -753,7 +755,10 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
 		goto fail;
 	}
 	/* A reader's block and a window of readahead blocks are in memory at
-	 * once: at most a quarter of the limit each. */
+	 * once: at most a quarter of the limit each (the default window
+	 * shrinks to fit a small memory_limit; a window asked for does not). */
+	if (!state.readahead_given && opts->readahead_max > opts->memory_limit / 4)
+		opts->readahead_max = opts->memory_limit / 4;
 	if (opts->block_size > opts->memory_limit / 4 || opts->readahead_max > opts->memory_limit / 4) {
 		parse_fail(&state, -EINVAL,
 			   "block_size (%llu bytes) or readahead_max (%llu bytes) is more than a quarter of memory_limit (%llu bytes); lower them or raise memory_limit=.",

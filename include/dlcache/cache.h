@@ -153,6 +153,10 @@ uint64_t dlc_cache_block_size(struct dlc_cache *cache);
 /* True when block index of ino is cached and ready to serve. */
 bool dlc_cache_block_contains(struct dlc_cache *cache, uint32_t ino, uint32_t index);
 
+/* True when block index of ino is ready and was checked in this mount (it
+ * can be opened with dlc_cache_block_open_checked). */
+bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index);
+
 /*
  * Copies block index of ino (size bytes, its exact length) into buf,
  * checking its size and xxh3.  0 on a hit; -ENOENT otherwise: not cached,

@@ -382,6 +382,18 @@ bool dlc_cache_block_contains(struct dlc_cache *cache, uint32_t ino, uint32_t in
 	return ready;
 }
 
+bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+{
+	struct block_file *f;
+	bool checked;
+
+	pthread_mutex_lock(&cache->lock);
+	f = ready_block(cache, ino, index);
+	checked = f && f->stamps[index] != 0;
+	pthread_mutex_unlock(&cache->lock);
+	return checked;
+}
+
 int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, void *buf,
 			 uint64_t size)
 {

@@ -56,6 +56,7 @@ struct block_flight {
 	int rc;
 	struct dlc_blob *blob;          /* landed with rc 0: the block's bytes */
 	struct dlc_block_reader *owner; /* ahead: the reader it is staged for, or NULL */
+	struct dlc_blocks *blocks;
 	struct block_flight *next;
 };
 
@@ -252,7 +253,8 @@ static int source_file(struct dlc_block_reader *reader, struct dlc_backend_file 
  * the cache if it holds a good copy, else from the source in one read,
  * offered to the cache.  0 or -EIO.
  */
-static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob)
+static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob,
+		      bool *from_source)
 {
 	struct dlc_blocks *blocks = reader->blocks;
 	struct dlc_backend_file *file;
@@ -260,6 +262,7 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 	ssize_t n;
 	int rc;
 
+	*from_source = false;
 	if (blocks->cache && dlc_cache_block_read(blocks->cache, reader->ino, index, blob->data, len) == 0) {
 		dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_HITS, 1);
 		dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_CACHE, len);
@@ -297,22 +300,63 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 	}
 	dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_MISSES, 1);
 	dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_REMOTE, len);
-	if (blocks->cache)
-		(void)dlc_cache_block_offer(blocks->cache, reader->ino, index, blob->data, len);
+	*from_source = true;
 	return 0;
 }
 
-/* Lands f with rc (its blob already set when rc is 0); lock held, and a
- * reference of the caller's. */
+/*
+ * Lands f with rc (its blob already set when rc is 0): its waiters take
+ * their bytes now.  A failed flight leaves the list at once; a good one
+ * stays listed (so a reader arriving meanwhile joins it rather than read the
+ * source again) until its offer to the cache is done (settle).  Lock held,
+ * and a reference of the caller's.
+ */
 static void land(struct dlc_blocks *blocks, struct block_flight *f, int rc)
 {
 	f->rc = rc;
 	f->landed = true;
-	/* A reader's own flight, a failure, or readahead nobody waits for any
-	 * more: nothing to stage. */
-	if (!f->ahead || rc < 0 || !f->owner)
+	if (rc < 0)
 		unlist_held(blocks, f);
 	pthread_cond_broadcast(&blocks->landed);
+}
+
+/* After the offer of a landed flight: a reader's own flight, or readahead
+ * nobody waits for any more, leaves the list; staged readahead stays. */
+static void settle(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	if (!f->ahead || !f->owner)
+		unlist_held(blocks, f);
+}
+
+/* Offers a block just read from the source to the cache, then settles its
+ * flight and drops the reference the caller held for it. */
+static void offer_and_settle(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	if (blocks->cache)
+		(void)dlc_cache_block_offer(blocks->cache, f->ino, f->index, f->blob->data, f->blob->size);
+	pthread_mutex_lock(&blocks->lock);
+	settle(blocks, f);
+	put_flight(f);
+	pthread_mutex_unlock(&blocks->lock);
+}
+
+static void run_offer(void *arg)
+{
+	struct block_flight *f = arg;
+
+	offer_and_settle(f->blocks, f);
+}
+
+/* The pool stopped: the offer is skipped (only caching is lost). */
+static void drop_offer(void *arg)
+{
+	struct block_flight *f = arg;
+	struct dlc_blocks *blocks = f->blocks;
+
+	pthread_mutex_lock(&blocks->lock);
+	unlist_held(blocks, f);
+	put_flight(f);
+	pthread_mutex_unlock(&blocks->lock);
 }
 
 /* Block index of the reader's file, one flight per block: one blob
@@ -320,6 +364,7 @@ static void land(struct dlc_blocks *blocks, struct block_flight *f, int rc)
 static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob **out)
 {
 	struct dlc_blocks *blocks = reader->blocks;
+	bool from_source = false;
 	struct block_flight *f;
 	int rc;
 
@@ -327,17 +372,38 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	pthread_mutex_lock(&blocks->lock);
 	f = find_flight(blocks, reader->ino, index);
 	if (f) {
+		bool ahead = f->ahead;
+
 		f->refs++;
 		while (!f->landed)
 			pthread_cond_wait(&blocks->landed, &blocks->lock);
 		rc = f->rc;
 		if (rc == 0 && f->blob)
 			*out = dlc_blob_get(f->blob);
-		if (f->ahead)
+		if (ahead)
 			unlist_held(blocks, f); /* taken: the reader holds it now */
 		put_flight(f);
-		pthread_mutex_unlock(&blocks->lock);
-		return *out || rc < 0 ? rc : -EIO;
+		/* A readahead that failed (no room, the source) must not fail
+		 * the reader: it reads the block itself, below. */
+		if (!(ahead && rc < 0)) {
+			pthread_mutex_unlock(&blocks->lock);
+			return *out || rc < 0 ? rc : -EIO;
+		}
+		f = find_flight(blocks, reader->ino, index);
+		if (f) {
+			/* Another reader took over meanwhile: one wait more. */
+			f->refs++;
+			while (!f->landed)
+				pthread_cond_wait(&blocks->landed, &blocks->lock);
+			rc = f->rc;
+			if (rc == 0 && f->blob)
+				*out = dlc_blob_get(f->blob);
+			if (f->ahead)
+				unlist_held(blocks, f);
+			put_flight(f);
+			pthread_mutex_unlock(&blocks->lock);
+			return *out || rc < 0 ? rc : -EIO;
+		}
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
@@ -346,6 +412,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	}
 	f->ino = reader->ino;
 	f->index = index;
+	f->blocks = blocks;
 	f->refs = 2;            /* the list's and ours */
 	f->listed = true;
 	f->next = blocks->flights;
@@ -353,15 +420,27 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	pthread_mutex_unlock(&blocks->lock);
 
 	f->blob = blob_new(blocks, block_len(reader, index), true);
-	rc = f->blob ? load_block(reader, index, f->blob) : -ENOMEM;
+	rc = f->blob ? load_block(reader, index, f->blob, &from_source) : -ENOMEM;
 
 	pthread_mutex_lock(&blocks->lock);
 	land(blocks, f, rc);
 	if (rc == 0)
 		*out = dlc_blob_get(f->blob);
-	put_flight(f);
+	if (rc < 0 || !from_source) {
+		settle(blocks, f);
+		put_flight(f);
+		pthread_mutex_unlock(&blocks->lock);
+		return rc;
+	}
 	pthread_mutex_unlock(&blocks->lock);
-	return rc;
+	/* The reader is answered first; the cache write runs on the pool. */
+	{
+		struct dlc_pool_job job = { run_offer, drop_offer, f };
+
+		if (!blocks->pool || dlc_pool_submit(blocks->pool, &job) < 0)
+			offer_and_settle(blocks, f);
+	}
+	return 0;
 }
 
 static void reader_put(struct dlc_block_reader *reader)
@@ -401,20 +480,42 @@ struct ahead_job {
 	struct block_flight *flight;            /* one reference */
 };
 
+/*
+ * A readahead fetch.  Its buffer is taken now, not when it was queued, so
+ * that queued fetches hold no memory: at most one block per pool thread is
+ * being read ahead at any time, plus what is staged.  No room in the budget
+ * (or the reader gone): nothing is read, and the reader reads the block
+ * itself if it gets there.
+ */
 static void run_ahead(void *arg)
 {
 	struct ahead_job *job = arg;
-	struct dlc_blocks *blocks = job->reader->blocks;
+	struct dlc_block_reader *reader = job->reader;
+	struct dlc_blocks *blocks = reader->blocks;
 	struct block_flight *f = job->flight;
-	int rc = load_block(job->reader, f->index, f->blob);
+	bool from_source = false, wanted;
+	int rc = -ENOMEM;
 
+	pthread_mutex_lock(&blocks->lock);
+	wanted = f->owner != NULL;
+	pthread_mutex_unlock(&blocks->lock);
+	if (wanted)
+		f->blob = blob_new(blocks, block_len(reader, f->index), false);
+	if (f->blob)
+		rc = load_block(reader, f->index, f->blob, &from_source);
 	if (rc == 0)
 		dlc_stats_add(blocks->stats, DLC_STAT_READAHEADS, 1);
 	pthread_mutex_lock(&blocks->lock);
 	land(blocks, f, rc);
-	put_flight(f);
-	pthread_mutex_unlock(&blocks->lock);
-	reader_put(job->reader);
+	if (rc < 0 || !from_source) {
+		settle(blocks, f);
+		put_flight(f);
+		pthread_mutex_unlock(&blocks->lock);
+	} else {
+		pthread_mutex_unlock(&blocks->lock);
+		offer_and_settle(blocks, f);
+	}
+	reader_put(reader);
 	free(job);
 }
 
@@ -441,24 +542,19 @@ static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
 	struct dlc_pool_job pool_job;
 	struct ahead_job *job;
 	struct block_flight *f;
-	struct dlc_blob *blob;
 
-	if (blocks->cache && dlc_cache_block_contains(blocks->cache, reader->ino, index))
+	/* A block checked in this mount is read from its file; one cached but
+	 * not yet checked is worth reading ahead (its check reads it whole). */
+	if (blocks->cache && dlc_cache_block_checked(blocks->cache, reader->ino, index))
 		return true;
-	pthread_mutex_lock(&blocks->lock);
-	f = find_flight(blocks, reader->ino, index);
-	pthread_mutex_unlock(&blocks->lock);
-	if (f)
-		return true;    /* (only a hint: a flight landing now is refetched at worst) */
-	blob = blob_new(blocks, block_len(reader, index), false);
-	if (!blob)
+	if (blocks->budget && !dlc_budget_has_room(blocks->budget, block_len(reader, index),
+						   blocks->budget->limit / 2))
 		return false;
 	job = malloc(sizeof(*job));
 	f = calloc(1, sizeof(*f));
 	if (!job || !f) {
 		free(job);
 		free(f);
-		dlc_blob_put(blob);
 		return false;
 	}
 	pthread_mutex_lock(&blocks->lock);
@@ -466,11 +562,11 @@ static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
 		pthread_mutex_unlock(&blocks->lock);
 		free(job);
 		free(f);
-		dlc_blob_put(blob);
 		return true;
 	}
 	*f = (struct block_flight) { .ino = reader->ino, .index = index, .refs = 2, .listed = true,
-				     .ahead = true, .blob = blob, .owner = reader, .next = blocks->flights };
+				     .ahead = true, .owner = reader, .blocks = blocks,
+				     .next = blocks->flights };
 	blocks->flights = f;
 	pthread_mutex_unlock(&blocks->lock);
 	atomic_fetch_add(&reader->refs, 1);

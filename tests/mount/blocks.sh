@@ -103,14 +103,19 @@ test_a_corrupted_block_is_refetched_and_counted() {
 
 test_kill_9_mid_stream_then_remount_serves_only_correct_bytes() {
 	ALLOWED_LOG='cached block .* dropped'
-	local r readers=()
-	start_daemon "$BLOCKS,cache_size=100M,source_delay=5ms,source_bw=10M"
+	local r readers=() i
+	start_daemon "$BLOCKS,cache_size=100M,source_delay=5ms,source_bw=5M"
 	for r in 0 1 2; do
 		cat "$MNT/shards/s$r.tfrecord" >/dev/null 2>&1 &
 		readers+=($!)
 	done
-	# 36 MiB at 10 MB/s: about 3.6 s; kill when some blocks are written.
-	sleep 1
+	# 36 MiB at 5 MB/s take about 7 s: kill once a few blocks are written
+	# and the index has committed them (it commits every second).
+	for i in $(seq 1 100); do
+		[ "$(stat_value block_admissions)" -ge 3 ] && break
+		sleep 0.1
+	done
+	sleep 1.5
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null || true
 	DAEMON_PID=

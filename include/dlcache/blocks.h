@@ -16,6 +16,7 @@
 #ifndef DLCACHE_BLOCKS_H
 #define DLCACHE_BLOCKS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -59,6 +60,15 @@ int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_re
  * it), -ENOMEM.  Safe from several threads on one reader.
  */
 ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off);
+
+/*
+ * The same without waiting: true with *count when every byte asked for was
+ * at hand (blocks in the reader's memory, checked cache files, readahead
+ * landed); false when a block must be waited for (call dlc_blocks_read from
+ * a thread that may wait).  Also moves the readahead window on.
+ */
+bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off,
+			 ssize_t *count);
 
 void dlc_blocks_close(struct dlc_block_reader *reader);
 

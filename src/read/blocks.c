@@ -759,6 +759,56 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 	return (ssize_t)(end - off);
 }
 
+/* A landed flight of block index, taken without waiting; NULL if none. */
+static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	struct dlc_blob *blob = NULL;
+	struct block_flight *f;
+
+	pthread_mutex_lock(&blocks->lock);
+	f = find_flight(blocks, reader->ino, index);
+	if (f && f->landed && f->rc == 0 && f->blob) {
+		blob = dlc_blob_get(f->blob);
+		if (f->ahead)
+			unlist(blocks, f);      /* taken: the reader holds it now */
+	}
+	pthread_mutex_unlock(&blocks->lock);
+	return blob;
+}
+
+bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off,
+			 ssize_t *count)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	uint64_t end, pos;
+
+	if (off >= reader->size || len == 0) {
+		*count = 0;
+		return true;
+	}
+	end = reader->size - off < len ? reader->size : off + len;
+	note_read(reader, (uint32_t)(off / blocks->block_size), (uint32_t)((end - 1) / blocks->block_size));
+	for (pos = off; pos < end;) {
+		uint32_t index = (uint32_t)(pos / blocks->block_size);
+		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
+		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
+		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
+
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			struct dlc_blob *blob = take_landed(reader, index);
+
+			if (!blob)
+				return false;
+			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
+			hold(reader, index, blob);
+		}
+		pos += n;
+	}
+	*count = (ssize_t)(end - off);
+	return true;
+}
+
 void dlc_blocks_close(struct dlc_block_reader *reader)
 {
 	if (!reader)

@@ -766,6 +766,14 @@ ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_
 	return dlc_blocks_read(reader, buf, len, off);
 }
 
+bool dlc_fetch_try_read_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader,
+			       void *buf, size_t len, uint64_t off, ssize_t *count)
+{
+	if (fetch->chunks || !reader)
+		return false;
+	return dlc_blocks_try_read(reader, buf, len, off, count);
+}
+
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader)
 {
 	(void)fetch;

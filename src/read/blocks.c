@@ -347,16 +347,13 @@ static void run_offer(void *arg)
 	offer_and_settle(f->blocks, f);
 }
 
-/* The pool stopped: the offer is skipped (only caching is lost). */
+/* The pool stops (unmount): the offer still runs, on the stopping thread,
+ * so that blocks read before the unmount are cached as after it. */
 static void drop_offer(void *arg)
 {
 	struct block_flight *f = arg;
-	struct dlc_blocks *blocks = f->blocks;
 
-	pthread_mutex_lock(&blocks->lock);
-	unlist_held(blocks, f);
-	put_flight(f);
-	pthread_mutex_unlock(&blocks->lock);
+	offer_and_settle(f->blocks, f);
 }
 
 /* Block index of the reader's file, one flight per block: one blob

@@ -11,6 +11,8 @@
 # Shards of SHARD_MB (default 1024) MiB, epoch shards of EPOCH_MB (default 256)
 # MiB, built once under $BENCH_DIR.  Needs root and /dev/fuse.  RUNS (default
 # 3) repeats the timed parts; the best run is printed (shared, noisy cores).
+# BASELINE=/path/to/older/dlcache adds its first pass, run the same way in
+# the same run, for a side-by-side ratio.
 # The uncached parts read the source files from the page cache (warmed
 # first), so that the emulated link, not the local disk, is what limits them.
 . "$(dirname "$0")/lib.sh"
@@ -66,6 +68,19 @@ print("%.1f" % ((time.monotonic() - t) * 1000))' "$MNT/big/s1.tfrecord")")
 	srcratio+=("$(awk "BEGIN {printf \"%.3f\", ($remote - 4194304) / $SHARD_BYTES}")")
 	unmount_dlcache
 done
+if [ -n "${BASELINE:-}" ]; then
+	base_first=()
+	for run in $(seq 1 "$RUNS"); do
+		rm -rf "$WORK/cache"
+		DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,$SLOW"
+		warm "$SRC"/big/s0.tfrecord
+		base_first+=("$(seconds_of "$MNT/big/s0.tfrecord")")
+		unmount_dlcache
+	done
+	bf=$(min_of "${base_first[@]}")
+	printf '%-44s %8.0f MiB/s  %.2fx link\n' "baseline first pass ($BASELINE)" \
+		"$(awk "BEGIN {print $SHARD_BYTES / $bf / 1048576}")" "$(awk "BEGIN {print $SHARD_BYTES / $bf / $LINK}")"
+fi
 fs=$(min_of "${first[@]}")
 printf '%-44s %8.0f MiB/s  %.2fx link (target >= 0.85)\n' "first pass, 1 shard of $SHARD_MB MiB" \
 	"$(awk "BEGIN {print $SHARD_BYTES / $fs / 1048576}")" "$(awk "BEGIN {print $SHARD_BYTES / $fs / $LINK}")"

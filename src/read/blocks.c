@@ -29,8 +29,8 @@
  * is staged for it; a reader that resets or closes clears its flights'
  * owner and unlists the landed ones, a flight landing without an owner
  * unlists itself.  reader->lock guards the reader's file, blocks in memory,
- * cache fd and window; it nests inside nothing (never held with
- * blocks->lock).  A reader is referenced by its open file and by each of
+ * cache fd and window; blocks->lock may be taken under it (a reader taking
+ * a landed readahead), never the reverse.  A reader is referenced by its open file and by each of
  * its readahead jobs.
  */
 #include <errno.h>
@@ -627,8 +627,11 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 	}
 }
 
-/* Copies [off, off + len) of block index from the reader's memory or its
- * checked cache file; false when neither has it. */
+static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index);
+static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob);
+
+/* Copies [off, off + len) of block index from the reader's memory, a landed
+ * readahead, or its checked cache file; false when none has it. */
 static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *dst, uint64_t off,
 			size_t len)
 {
@@ -642,6 +645,19 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 			memcpy(dst, reader->held[i]->data + off, len);
 			served = true;
 			break;
+		}
+	}
+	if (!served) {
+		/* Readahead landed for this block: take it (it was read and
+		 * checked once already; reading its cache file again would
+		 * read it twice). */
+		struct dlc_blob *blob = take_landed(reader, index);
+
+		if (blob) {
+			memcpy(dst, blob->data + off, len);
+			pthread_mutex_unlock(&reader->lock);
+			hold(reader, index, blob);
+			return true;
 		}
 	}
 	if (!served && blocks->cache) {

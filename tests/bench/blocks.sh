@@ -11,6 +11,7 @@
 # Shards of SHARD_MB (default 1024) MiB, epoch shards of EPOCH_MB (default 256)
 # MiB, built once under $BENCH_DIR.  Needs root and /dev/fuse.  RUNS (default
 # 3) repeats the timed parts; the best run is printed (shared, noisy cores).
+# ONLY_EPOCHS=1 runs the epochs alone.
 # BASELINE=/path/to/older/dlcache adds its first pass, run the same way in
 # the same run, for a side-by-side ratio.
 # The uncached parts read the source files from the page cache (warmed
@@ -51,6 +52,7 @@ min_of() { printf '%s\n' "$@" | sort -g | head -n 1; }
 
 echo "blocks: block_size=4M readahead_max=64M, $SLOW (link $(awk "BEGIN {printf \"%.0f\", $LINK / 1048576}") MiB/s)"
 
+if [ -z "${ONLY_EPOCHS:-}" ]; then
 # The baseline first, so that the cached pass below uses dlcache's cache.
 if [ -n "${BASELINE:-}" ]; then
 	base_first=()
@@ -133,14 +135,18 @@ printf '%-44s %8.0f MiB/s  %.2fx link (target >= 0.85)\n' "four streams, uncache
 	"$(awk "BEGIN {print 4 * $SHARD_BYTES / $fs / 1048576}")" "$(awk "BEGIN {print 4 * $SHARD_BYTES / $fs / $LINK}")"
 printf '%-44s %8s MiB (target <= 300)\n' "daemon RSS growth, four streams (worst run)" "$(printf '%s\n' "${growth[@]}" | sort -g | tail -n 1)"
 
+fi
+
 # Three shuffled epochs over 10 shards, a cache of half of them, no scores;
 # cache_max_file=16M so that shards smaller than the default 64M are blocks too.
 rm -rf "$WORK/cache"
 half=$((5 * ((EPOCH_MB << 20) + 0)))
 mount_dlcache "$SRC" "cache_size=$half,cache_max_file=16M,$SLOW"
-warm "$SRC"/epoch/*.tfrecord
 prev_c=0 prev_r=0
 for epoch in 1 2 3; do
+	# The kernel keeps a mount's pages across opens: drop them, so that
+	# every epoch reads through the daemon and the ratio is its cache's.
+	drop_caches
 	ls "$MNT"/epoch/*.tfrecord | shuf --random-source=<(yes "$epoch") >"$WORK/order"
 	python3 tests/bench/reader.py "$WORK/order" 1 >/dev/null
 	c=$(stat_of bytes_from_cache) r=$(stat_of bytes_from_remote)

@@ -20,6 +20,7 @@
 #include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,6 +327,14 @@ static int cmd_mount(int argc, char **argv)
 	raise_descriptor_limit();
 	dlc_stats_init(&stats);
 	dlc_budget_init(&budget, opts.memory_limit);
+	/*
+	 * File buffers (blocks of 4 MiB, samples) are mmap'd and go back to
+	 * the system when freed.  glibc otherwise raises its mmap threshold
+	 * after the first such free and serves the next ones from its heaps,
+	 * which keep the freed memory: the daemon's RSS grows far past what
+	 * the memory budget counts.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	rc = dlc_backend_create(opts.source, &opts.backend, &backend, &cause);
 	if (rc < 0)
 		goto out;
@@ -368,6 +377,7 @@ static int cmd_mount(int argc, char **argv)
 		goto out;
 	dlc_fetch_set_tier(fetch, tier);
 	dlc_fetch_set_budget(fetch, &budget);
+	dlc_fetch_set_blocks(fetch, opts.block_size, opts.readahead_max);
 	context = (struct dlc_fs_context) {
 		.snapshot = snapshot,
 		.backend = backend,

@@ -136,4 +136,47 @@ bool dlc_cache_offer_ahead(struct dlc_cache *cache, uint32_t ino, const void *da
 
 void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out);
 
+/*
+ * Blocks (cache_blocks.c).  A file larger than cache_max_file is cached as
+ * blocks of block_size bytes (the last one shorter), each a store entry
+ * with its own xxh3.  The file is one entry of the policy: admitted, with
+ * its whole footprint charged, when its first block is offered; scored by
+ * its path; evicted whole.  Block index i holds bytes [i * block_size,
+ * min((i + 1) * block_size, size)).
+ */
+
+/* Sets the size of new blocks (a multiple of 4 KiB; 0: no blocks) before
+ * serving; blocks of another size restored from an earlier mount are dropped. */
+void dlc_cache_set_block_size(struct dlc_cache *cache, uint64_t block_size);
+uint64_t dlc_cache_block_size(struct dlc_cache *cache);
+
+/* True when block index of ino is cached and ready to serve. */
+bool dlc_cache_block_contains(struct dlc_cache *cache, uint32_t ino, uint32_t index);
+
+/* True when block index of ino is ready and was checked in this mount (it
+ * can be opened with dlc_cache_block_open_checked). */
+bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index);
+
+/*
+ * Copies block index of ino (size bytes, its exact length) into buf,
+ * checking its size and xxh3.  0 on a hit; -ENOENT otherwise: not cached,
+ * or a copy proven bad (dropped and counted as corrupt: the caller reads
+ * the source and offers it again), or one that cannot be read now (kept,
+ * counted as a cache read error).
+ */
+int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, void *buf,
+			 uint64_t size);
+
+/* An fd on block index of ino, checked by dlc_cache_block_read earlier in
+ * this mount and unchanged since; -ESTALE otherwise. */
+int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index);
+
+/*
+ * Offers block index of ino, just read from the source (size bytes).  The
+ * first block offered of a file not cached asks the policy to admit the
+ * whole file.  True when the block is (now) cached, false when bypassed.
+ */
+bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			   const void *data, uint64_t size);
+
 #endif

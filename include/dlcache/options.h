@@ -38,7 +38,9 @@ struct dlc_options {
 	char *mountpoint;           /* absolute */
 	char *cache_dir;            /* absolute; defaulted by dlc_options_validate */
 	uint64_t cache_size;        /* bytes */
-	uint64_t cache_max_file;    /* larger files are read from the source, never cached */
+	uint64_t cache_max_file;    /* larger files are cached by blocks (blocks.h) */
+	uint64_t block_size;        /* their block */
+	uint64_t readahead_max;     /* a sequential reader's readahead window's cap */
 	uint64_t memory_limit;      /* the memory budget for file bytes (budget.h) */
 	char *snapshot;             /* absolute; default CACHE_DIR/snapshot.db */
 	bool snapshot_default;      /* snapshot is CACHE_DIR/snapshot.db: neither given

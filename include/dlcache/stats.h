@@ -56,6 +56,10 @@ enum dlc_stat {
 	DLC_STAT_PASSTHROUGH_DECLINED, /* checked hits the daemon serves while passthrough is
 					* on: the file had a daemon-served open, or the kernel
 					* refused the backing file */
+	DLC_STAT_BLOCK_HITS,           /* blocks of large files served from the cache */
+	DLC_STAT_BLOCK_MISSES,         /* blocks of large files read from the source */
+	DLC_STAT_BLOCK_ADMISSIONS,     /* blocks written to the cache */
+	DLC_STAT_READAHEADS,           /* blocks fetched ahead of a sequential reader */
 	DLC_STAT_COUNT,
 };
 

@@ -57,6 +57,10 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_INTERRUPTED] = "interrupted",
 	[DLC_STAT_HITS_PASSTHROUGH] = "hits_passthrough",
 	[DLC_STAT_PASSTHROUGH_DECLINED] = "passthrough_declined",
+	[DLC_STAT_BLOCK_HITS] = "block_hits",
+	[DLC_STAT_BLOCK_MISSES] = "block_misses",
+	[DLC_STAT_BLOCK_ADMISSIONS] = "block_admissions",
+	[DLC_STAT_READAHEADS] = "readaheads",
 };
 
 static const char *const backend_op_names[DLC_BACKEND_OP_COUNT] = {

@@ -36,39 +36,10 @@
 #include <time.h>
 
 #include "dlcache/cache.h"
+#include "cache_private.h"
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
 
-struct dlc_cache {
-	pthread_mutex_t lock;
-	pthread_mutex_t save_lock;      /* one save of the scores at a time; outside lock */
-	struct dlc_store *store;
-	const struct dlc_snapshot *snapshot;
-	struct dlc_stats *stats;
-	struct dlc_policy *policy;      /* guarded by lock */
-	struct dlc_scores scores;       /* guarded by lock (writes); the policy reads it */
-	char *scores_file;              /* NULL: scores are not saved */
-	uint64_t *hashes;               /* guarded by lock; per inode, valid when ready */
-	uint32_t *generations;          /* guarded by lock; per inode, bumped when it becomes ready */
-	uint32_t next_generation;       /* guarded by lock */
-	uint64_t *stamps;               /* guarded by lock; per inode: the cache file as last
-					 * checked in this mount, 0 = not checked yet */
-	uint8_t *ready;                 /* guarded by lock; bitmap by inode */
-	bool admission;                 /* guarded by lock */
-	int64_t retry_at_ns;            /* guarded by lock: a full disk is tried again then (0: never) */
-	bool full_logged;               /* guarded by lock */
-	bool plan_logged;               /* guarded by lock: an announcement was not planned */
-	struct dlc_ino_list victims;    /* guarded by lock; scratch for admissions */
-	uint8_t *deleting;              /* guarded by lock; bitmap by inode: evicted, its
-					 * file not deleted yet (by its evictor, or by its
-					 * writer when it was evicted while written) */
-	uint64_t pending_bytes;         /* guarded by lock: footprint of those files */
-	pthread_cond_t deleted;         /* pending_bytes went down */
-	atomic_bool transient_logged;   /* a passing read error was logged */
-	dlc_cache_read_hook read_hook;  /* tests only; set before serving */
-	dlc_cache_write_hook write_hook;
-	void *hook_arg;
-};
 
 /* A full cache disk pauses admission for this long, then it is tried again. */
 #define DISK_FULL_RETRY_NS (5 * 1000000000LL)
@@ -81,35 +52,6 @@ static int64_t monotonic_ns(void)
 	return now.tv_sec * 1000000000LL + now.tv_nsec;
 }
 
-static bool is_deleting(const struct dlc_cache *cache, uint32_t ino)
-{
-	return cache->deleting[ino >> 3] & (1u << (ino & 7));
-}
-
-static void set_deleting(struct dlc_cache *cache, uint32_t ino, bool deleting)
-{
-	if (deleting)
-		cache->deleting[ino >> 3] |= (uint8_t)(1u << (ino & 7));
-	else
-		cache->deleting[ino >> 3] &= (uint8_t)~(1u << (ino & 7));
-}
-
-static bool is_ready(const struct dlc_cache *cache, uint32_t ino)
-{
-	return cache->ready[ino >> 3] & (1u << (ino & 7));
-}
-
-static void set_ready(struct dlc_cache *cache, uint32_t ino, bool ready)
-{
-	cache->stamps[ino] = 0;
-	if (ready) {
-		cache->generations[ino] = ++cache->next_generation;
-		cache->ready[ino >> 3] |= (uint8_t)(1u << (ino & 7));
-	} else {
-		cache->ready[ino >> 3] &= (uint8_t)~(1u << (ino & 7));
-	}
-}
-
 static int64_t node_mtime_ns(const struct dlc_node *node)
 {
 	return node->mtime_sec * 1000000000LL + node->mtime_nsec;
@@ -120,9 +62,113 @@ static void drop_file(struct dlc_cache *cache, uint32_t ino)
 {
 	char path[DLC_SNAPSHOT_PATH_MAX];
 
+	if (dlc_cache_blocks_has(cache, ino)) {
+		dlc_cache_blocks_drop(cache, ino);
+		return;
+	}
 	set_ready(cache, ino, false);
 	if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
 		(void)dlc_store_remove(cache->store, path);
+}
+
+void dlc_cache_carry_out_victims(struct dlc_cache *cache)
+{
+	size_t nvictims = cache->victims.count;
+	uint32_t *victims = nvictims ? malloc(nvictims * sizeof(*victims)) : NULL;
+	struct block_file **blocks = nvictims ? calloc(nvictims, sizeof(*blocks)) : NULL;
+
+	if (!blocks) {
+		free(victims);
+		victims = NULL;
+	}
+	for (size_t i = 0; i < nvictims; i++) {
+		uint32_t v = cache->victims.items[i];
+
+		if (!victims) {
+			drop_file(cache, v);    /* out of memory: under the lock, as before */
+			continue;
+		}
+		victims[i] = v;
+		if (dlc_cache_blocks_has(cache, v)) {
+			/* Blocks: each file on disk counted, deleted below. */
+			blocks[i] = dlc_cache_blocks_evict(cache, v);
+			victims[i] = 0;
+			continue;
+		}
+		/* A victim being written is deleted by its writer (below). */
+		set_deleting(cache, v, true);
+		cache->pending_bytes += dlc_store_footprint(dlc_snapshot_node(cache->snapshot, v)->size);
+		if (!is_ready(cache, v))
+			victims[i] = 0;
+		set_ready(cache, v, false);
+	}
+	dlc_stats_add(cache->stats, DLC_STAT_EVICTIONS, nvictims);
+	if (!victims)
+		return;
+	pthread_mutex_unlock(&cache->lock);
+
+	/* The victims' files go before this entry's bytes are written, without
+	 * the lock that every hit takes (unlink and SQLite can be slow). */
+	for (size_t i = 0; i < nvictims; i++) {
+		char victim_path[DLC_SNAPSHOT_PATH_MAX];
+
+		if (blocks[i])
+			dlc_cache_blocks_delete_evicted(cache, blocks[i]);
+		if (!victims[i])
+			continue;
+		if (dlc_snapshot_path(cache->snapshot, victims[i], victim_path, sizeof(victim_path)) == 0)
+			(void)dlc_store_remove(cache->store, victim_path);
+	}
+	pthread_mutex_lock(&cache->lock);
+	{
+		uint64_t freed = 0;
+
+		for (size_t i = 0; i < nvictims; i++) {
+			if (!victims[i])
+				continue;
+			set_deleting(cache, victims[i], false);
+			freed += dlc_store_footprint(dlc_snapshot_node(cache->snapshot, victims[i])->size);
+		}
+		cache->pending_bytes -= freed;
+	}
+	pthread_cond_broadcast(&cache->deleted);
+	free(victims);
+	free(blocks);
+}
+
+bool dlc_cache_admitting(struct dlc_cache *cache)
+{
+	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
+		/* The disk was full: evictions or the user may have made room. */
+		cache->admission = true;
+		cache->retry_at_ns = 0;
+	}
+	return cache->admission;
+}
+
+void dlc_cache_write_failed(struct dlc_cache *cache, const char *path, int rc)
+{
+	if (rc == -ENOSPC && cache->admission) {
+		cache->admission = false;
+		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
+		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
+			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
+			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));
+		cache->full_logged = true;
+		dlc_stats_set_error(cache->stats, "cache disk full: admission paused");
+	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
+		/* Out of descriptors or memory: this insert fails, the disk is fine. */
+		if (!atomic_exchange(&cache->transient_logged, true))
+			dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s%s; admission goes on (logged once)", path,
+				strerror(-rc), rc == -ENOMEM ? "" : ": out of descriptors, raise ulimit -n");
+	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
+		/* A disk that fails one write (read-only, I/O errors, cache_dir
+		 * removed) fails the next ones too: one warning, not one per miss. */
+		cache->admission = false;
+		dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s; admission is off until remount, reads go on from the source",
+			path, strerror(-rc));
+		dlc_stats_set_error(cache->stats, "a write to the cache disk failed: admission turned off");
+	}
 }
 
 /* A persisted entry that still matches the snapshot, waiting to be restored. */
@@ -150,15 +196,31 @@ static int collect_entry(void *arg, const struct dlc_store_entry *entry)
 {
 	struct restore_state *state = arg;
 	struct dlc_cache *cache = state->cache;
-	uint64_t ino = dlc_snapshot_resolve(cache->snapshot, entry->path);
-	const struct dlc_node *node = ino ? dlc_snapshot_node(cache->snapshot, ino) : NULL;
+	uint64_t ino, hash = entry->hash;
+	const struct dlc_node *node;
 
+	if (dlc_cache_blocks_is_block_path(entry->path)) {
+		/* A block: its file is a candidate once, with its first row. */
+		uint32_t first = 0;
+		int rc = dlc_cache_blocks_collect(cache, entry, &first);
+
+		if (rc == 0)
+			state->dropped++;
+		if (rc <= 0 || !first)
+			return rc;
+		ino = first;
+		hash = 1;       /* "seen"; a file of blocks has a hash per block */
+		goto add;
+	}
+	ino = dlc_snapshot_resolve(cache->snapshot, entry->path);
+	node = ino ? dlc_snapshot_node(cache->snapshot, ino) : NULL;
 	if (!node || !S_ISREG(node->mode) || node->size != entry->size ||
 	    node_mtime_ns(node) != entry->mtime_ns || cache->hashes[ino] != 0 ||
 	    entry->hash == 0) {
 		state->dropped++;
 		return 0;
 	}
+add:
 	if (state->count == state->cap) {
 		size_t cap = state->cap ? state->cap * 2 : 1024;
 		struct restore_candidate *grown = realloc(state->items, cap * sizeof(*grown));
@@ -168,11 +230,11 @@ static int collect_entry(void *arg, const struct dlc_store_entry *entry)
 		state->items = grown;
 		state->cap = cap;
 	}
-	cache->hashes[ino] = entry->hash;       /* marks ino seen until restored */
+	cache->hashes[ino] = hash;       /* marks ino seen until restored */
 	state->items[state->count++] = (struct restore_candidate) {
 		.ino = (uint32_t)ino,
 		.score = isnan(cache->scores.values[ino]) ? -INFINITY : cache->scores.values[ino],
-		.hash = entry->hash,
+		.hash = hash,
 	};
 	return 1;
 }
@@ -201,7 +263,9 @@ static void restore_collected(struct restore_state *state)
 			char path[DLC_SNAPSHOT_PATH_MAX];
 
 			cache->hashes[ino] = 0;
-			if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
+			if (dlc_cache_blocks_has(cache, ino))
+				dlc_cache_blocks_drop(cache, ino);
+			else if (dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) == 0)
 				(void)dlc_store_remove(cache->store, path);
 			state->dropped++;
 			continue;
@@ -239,7 +303,8 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 	cache->ready = calloc((size_t)count / 8 + 1, 1);
 	cache->deleting = calloc((size_t)count / 8 + 1, 1);
 	pthread_cond_init(&cache->deleted, NULL);
-	if (!cache->policy || !cache->hashes || !cache->stamps || !cache->generations || !cache->ready ||
+	cache->block_table = calloc(DLC_CACHE_BLOCK_BUCKETS, sizeof(*cache->block_table));
+	if (!cache->block_table || !cache->policy || !cache->hashes || !cache->stamps || !cache->generations || !cache->ready ||
 	    !cache->deleting ||
 	    dlc_scores_init(&cache->scores, count) < 0)
 		goto err_nomem;
@@ -287,6 +352,7 @@ void dlc_cache_close(struct dlc_cache *cache)
 {
 	if (!cache)
 		return;
+	dlc_cache_blocks_free(cache);
 	dlc_policy_free(cache->policy);
 	dlc_scores_destroy(&cache->scores);
 	free(cache->scores_file);
@@ -402,71 +468,22 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t hash, footprint;
-	uint32_t *victims = NULL;
-	size_t nvictims;
 	int rc;
 
 	if (!node || dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) < 0)
 		goto bypass;
 
 	pthread_mutex_lock(&cache->lock);
-	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
-		/* The disk was full: evictions or the user may have made room. */
-		cache->admission = true;
-		cache->retry_at_ns = 0;
-	}
 	footprint = dlc_store_footprint(size);
-	if (!cache->admission || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
+	if (!dlc_cache_admitting(cache) || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
+	    dlc_cache_blocks_has(cache, ino) ||
 	    (ahead ? dlc_policy_admit_ahead : dlc_policy_admit)(cache->policy, ino, footprint,
 								&cache->victims) <= 0) {
 		pthread_mutex_unlock(&cache->lock);
 		goto bypass;
 	}
-	nvictims = cache->victims.count;
-	victims = nvictims ? malloc(nvictims * sizeof(*victims)) : NULL;
-	for (size_t i = 0; i < nvictims; i++) {
-		uint32_t v = cache->victims.items[i];
-
-		if (!victims) {
-			drop_file(cache, v);    /* out of memory: under the lock, as before */
-			continue;
-		}
-		victims[i] = v;
-		/* A victim being written is deleted by its writer (below). */
-		set_deleting(cache, v, true);
-		cache->pending_bytes += dlc_store_footprint(dlc_snapshot_node(cache->snapshot, v)->size);
-		if (!is_ready(cache, v))
-			victims[i] = 0;
-		set_ready(cache, v, false);
-	}
-	dlc_stats_add(cache->stats, DLC_STAT_EVICTIONS, nvictims);
+	dlc_cache_carry_out_victims(cache);
 	pthread_mutex_unlock(&cache->lock);
-
-	/* The victims' files go before this entry's bytes are written, without
-	 * the lock that every hit takes (unlink and SQLite can be slow). */
-	if (victims) {
-		uint64_t freed = 0;
-
-		for (size_t i = 0; i < nvictims; i++) {
-			char victim_path[DLC_SNAPSHOT_PATH_MAX];
-
-			if (!victims[i])
-				continue;
-			if (dlc_snapshot_path(cache->snapshot, victims[i], victim_path, sizeof(victim_path)) == 0)
-				(void)dlc_store_remove(cache->store, victim_path);
-		}
-		pthread_mutex_lock(&cache->lock);
-		for (size_t i = 0; i < nvictims; i++) {
-			if (!victims[i])
-				continue;
-			set_deleting(cache, victims[i], false);
-			freed += dlc_store_footprint(dlc_snapshot_node(cache->snapshot, victims[i])->size);
-		}
-		cache->pending_bytes -= freed;
-		pthread_cond_broadcast(&cache->deleted);
-		pthread_mutex_unlock(&cache->lock);
-		free(victims);
-	}
 
 	/*
 	 * Files evicted by other admissions, or by this one while still being
@@ -515,27 +532,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		return true;
 	}
 	dlc_policy_remove(cache->policy, ino);
-	if (rc == -ENOSPC && cache->admission) {
-		cache->admission = false;
-		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
-		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
-			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
-			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));
-		cache->full_logged = true;
-		dlc_stats_set_error(cache->stats, "cache disk full: admission paused");
-	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
-		/* Out of descriptors or memory: this insert fails, the disk is fine. */
-		if (!atomic_exchange(&cache->transient_logged, true))
-			dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s%s; admission goes on (logged once)", path,
-				strerror(-rc), rc == -ENOMEM ? "" : ": out of descriptors, raise ulimit -n");
-	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
-		/* A disk that fails one write (read-only, I/O errors, cache_dir
-		 * removed) fails the next ones too: one warning, not one per miss. */
-		cache->admission = false;
-		dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s; admission is off until remount, reads go on from the source",
-			path, strerror(-rc));
-		dlc_stats_set_error(cache->stats, "a write to the cache disk failed: admission turned off");
-	}
+	dlc_cache_write_failed(cache, path, rc);
 	pthread_mutex_unlock(&cache->lock);
 bypass:
 	dlc_stats_add(cache->stats, DLC_STAT_BYPASSES, 1);

@@ -35,6 +35,7 @@
 #include <xxhash.h>
 
 #include "dlcache/cause.h"
+#include "dlcache/blocks.h"
 #include "dlcache/options.h"
 #include "dlcache/snapshot.h"
 
@@ -52,6 +53,8 @@ enum option_key {
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
 	KEY_CACHE_MAX_FILE,
+	KEY_BLOCK_SIZE,
+	KEY_READAHEAD_MAX,
 	KEY_POLICY,
 	KEY_SNAPSHOT,
 	KEY_REFRESH,
@@ -103,6 +106,8 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("cache_max_file=", KEY_CACHE_MAX_FILE),
+	FUSE_OPT_KEY("block_size=", KEY_BLOCK_SIZE),
+	FUSE_OPT_KEY("readahead_max=", KEY_READAHEAD_MAX),
 	FUSE_OPT_KEY("policy=", KEY_POLICY),
 	FUSE_OPT_KEY("snapshot=", KEY_SNAPSHOT),
 	FUSE_OPT_KEY("refresh", KEY_REFRESH),
@@ -190,6 +195,7 @@ struct parse_state {
 	char *kernel_flags;     /* pass-through flags, comma list */
 	char *first_unknown;    /* an unknown -o option, reported unless -s */
 	bool sloppy;
+	bool readahead_given;   /* readahead_max= was written */
 };
 
 /* Records the first failure of a parse; returns -1 for fuse_opt. */
@@ -555,6 +561,17 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_CACHE_MAX_FILE:
 		return parse_size_option(state, "cache_max_file", value, "64M",
 					 &opts->cache_max_file);
+	case KEY_BLOCK_SIZE:
+		rc = parse_size_option(state, "block_size", value, "4M", &opts->block_size);
+		if (rc == 0 && (opts->block_size < (64u << 10) || opts->block_size > (256u << 20) ||
+				opts->block_size % 4096))
+			return parse_fail(state, -EINVAL,
+					  "block_size '%s' must be a multiple of 4K between 64K and 256M; write e.g. block_size=4M.",
+					  value);
+		return rc;
+	case KEY_READAHEAD_MAX:
+		state->readahead_given = true;
+		return parse_size_option(state, "readahead_max", value, "64M", &opts->readahead_max);
 	case KEY_MEMORY_LIMIT:
 		rc = parse_size_option(state, "memory_limit", value, "2G", &opts->memory_limit);
 		if (rc == 0 && opts->memory_limit < MIN_MEMORY_LIMIT)
@@ -730,6 +747,8 @@ static void set_defaults(struct dlc_options *opts)
 	memset(opts, 0, sizeof(*opts));
 	opts->cache_size = DLC_DEFAULT_CACHE_SIZE;
 	opts->cache_max_file = DLC_DEFAULT_CACHE_MAX_FILE;
+	opts->block_size = DLC_DEFAULT_BLOCK_SIZE;
+	opts->readahead_max = DLC_DEFAULT_READAHEAD_MAX;
 	opts->policy = DLC_POLICY_IMPORTANCE;
 	opts->crawl_threads = DLC_DEFAULT_CRAWL_THREADS;
 	opts->control_uid = -1;
@@ -810,9 +829,24 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
 			   (unsigned long long)opts->memory_limit);
 		goto fail;
 	}
+	/* A reader's block and a window of readahead blocks are in memory at
+	 * once: at most a quarter of the limit each (the default window
+	 * shrinks to fit a small memory_limit; a window asked for does not). */
+	if (!state.readahead_given && opts->readahead_max > opts->memory_limit / 4)
+		opts->readahead_max = opts->memory_limit / 4;
+	if (opts->block_size > opts->memory_limit / 4 || opts->readahead_max > opts->memory_limit / 4) {
+		parse_fail(&state, -EINVAL,
+			   "block_size (%llu bytes) or readahead_max (%llu bytes) is more than a quarter of memory_limit (%llu bytes); lower them or raise memory_limit=.",
+			   (unsigned long long)opts->block_size, (unsigned long long)opts->readahead_max,
+			   (unsigned long long)opts->memory_limit);
+		goto fail;
+	}
+	/* Whole blocks: the window is rounded down to a multiple of block_size. */
+	opts->readahead_max -= opts->readahead_max % opts->block_size;
 	/* An NFS source needs a connection per thread that may call it at once:
-	 * the crawl's, or the source pool's and the prefetchers'. */
-	opts->backend.connections = opts->source_threads + opts->prefetch_threads;
+	 * the crawl's, or the source pool's, the prefetchers' and readahead's. */
+	opts->backend.connections = opts->source_threads + opts->prefetch_threads +
+				    DLC_BLOCKS_READAHEAD_THREADS;
 	if (opts->backend.connections < opts->crawl_threads)
 		opts->backend.connections = opts->crawl_threads;
 	if (opts->backend.connections > MAX_NFS_CONNECTIONS)
@@ -904,8 +938,12 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    cache_dir=DIR          local cache (default: /var/cache/dlcache/HASH for\n"
 		"                           root, else ~/.cache/dlcache/HASH)\n"
 		"    cache_size=SIZE        most bytes the cache holds (default: 10G)\n"
-		"    cache_max_file=SIZE    larger files are never cached (default: 64M;\n"
-		"                           at most a quarter of memory_limit)\n"
+		"    cache_max_file=SIZE    larger files are cached by blocks, not whole\n"
+		"                           (default: 64M; at most a quarter of memory_limit)\n"
+		"    block_size=SIZE        block of a larger file, a multiple of 4K from 64K\n"
+		"                           to 256M (default: 4M)\n"
+		"    readahead_max=SIZE     most read ahead of a sequential reader of a\n"
+		"                           larger file, 0 for none (default: 64M)\n"
 		"    memory_limit=SIZE      most memory for file bytes in flight, staged or\n"
 		"                           held, at least 16M (default: 1G)\n"
 		"    policy=NAME            importance, freeze, lru or none\n"

@@ -53,7 +53,7 @@ static const char *const virtual_names[VIRTUAL_COUNT] = {
 
 enum handle_kind {
 	HANDLE_BLOB,        /* a whole file, from the cache or one fetch */
-	HANDLE_DIRECT,      /* a large file read from the source by range */
+	HANDLE_DIRECT,      /* a large file, read by blocks (blocks.h) */
 	HANDLE_TEXT,        /* a virtual file's contents, made at open */
 	HANDLE_CONTROL,     /* .control: a parser for what is written */
 	HANDLE_FD,          /* a checked cache file, spliced by range */
@@ -64,7 +64,7 @@ struct handle {
 						 * source read in the pool */
 	enum handle_kind kind;
 	struct dlc_blob *blob;
-	struct dlc_backend_file *direct;
+	struct dlc_block_reader *direct;        /* HANDLE_DIRECT (NULL: a packed source) */
 	char *text;
 	size_t text_len;
 	int fd;                                 /* HANDLE_FD */
@@ -750,8 +750,25 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	case HANDLE_DIRECT: {
-		struct source_wait *w = malloc(sizeof(*w));
+		struct dlc_budget *budget = fs_of(req)->context->budget;
+		struct source_wait *w;
+		ssize_t n;
 
+		/* Bytes already at hand (blocks.h) are answered on this thread;
+		 * a read that must wait for a block goes to the source pool. */
+		if (h->direct && dlc_budget_try_acquire(budget, size, budget ? budget->limit : 0)) {
+			buf = malloc(size);
+			if (buf && dlc_fetch_try_read_direct(fs_of(req)->context->fetch, h->direct, buf,
+							     size, (uint64_t)off, &n)) {
+				fuse_reply_buf(req, buf, (size_t)n);
+				free(buf);
+				dlc_budget_release(budget, size);
+				return;
+			}
+			free(buf);
+			dlc_budget_release(budget, size);
+		}
+		w = malloc(sizeof(*w));
 		if (!w) {
 			fuse_reply_err(req, ENOMEM);
 			return;

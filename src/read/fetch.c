@@ -53,6 +53,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "dlcache/blocks.h"
 #include "dlcache/chunks.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
@@ -94,6 +95,8 @@ struct dlc_fetch {
 	struct dlc_stats *stats;
 	uint64_t max_file;
 	struct dlc_chunks *chunks;      /* packed sources only; NULL for a tree */
+	struct dlc_blocks *blocks;      /* a tree's files larger than max_file; made once
+					 * (dlc_fetch_set_blocks), under lock */
 	struct dlc_tier *tier;          /* the cluster tier, or NULL; set before serving */
 	struct dlc_budget *budget;      /* file buffers' bound, or NULL; set before serving */
 	pthread_mutex_t lock;
@@ -224,6 +227,7 @@ void dlc_fetch_free(struct dlc_fetch *fetch)
 	free(fetch->announced);
 	free(fetch->staged);
 	dlc_chunks_free(fetch->chunks);
+	dlc_blocks_free(fetch->blocks);
 	pthread_cond_destroy(&fetch->queued);
 	pthread_cond_destroy(&fetch->landed);
 	pthread_mutex_destroy(&fetch->lock);
@@ -718,6 +722,7 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 	fetch->plan_count = 0;
 	pthread_cond_broadcast(&fetch->queued);
 	pthread_mutex_unlock(&fetch->lock);
+	dlc_blocks_stop(fetch->blocks);
 	for (unsigned i = 0; i < fetch->nworkers; i++)
 		pthread_join(fetch->workers[i], NULL);
 	fetch->nworkers = 0;
@@ -729,70 +734,48 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 	fetch->staged_bytes = 0;
 }
 
-int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file **out)
+void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max)
 {
-	char path[DLC_SNAPSHOT_PATH_MAX];
-	int rc;
-
-	*out = NULL;
-	rc = dlc_snapshot_path(fetch->snapshot, ino, path, sizeof(path));
-	if (rc < 0)
-		return rc;
-	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
-	dlc_stats_add(fetch->stats, DLC_STAT_BYPASSES, 1);
-	if (fetch->chunks)
-		return 0;       /* read by range from the chunk's shared handle */
-	rc = dlc_backend_open(fetch->backend, path, out);
-	if (rc < 0) {
-		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
-		dlc_log(DLC_LOG_WARNING, "cannot open %s on the source: %s", path, strerror(-rc));
-		return -EIO;
-	}
-	return 0;
+	pthread_mutex_lock(&fetch->lock);
+	if (!fetch->blocks && !fetch->chunks)
+		fetch->blocks = dlc_blocks_create(fetch->backend, fetch->snapshot, fetch->cache, fetch->stats,
+						  fetch->budget, block_size, readahead_max);
+	pthread_mutex_unlock(&fetch->lock);
 }
 
-ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_backend_file *file,
+int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out)
+{
+	*out = NULL;
+	if (fetch->chunks) {
+		dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
+		dlc_stats_add(fetch->stats, DLC_STAT_BYPASSES, 1);
+		return 0;       /* read by range from the chunk's shared handle */
+	}
+	if (!fetch->blocks)
+		dlc_fetch_set_blocks(fetch, DLC_DEFAULT_BLOCK_SIZE, DLC_DEFAULT_READAHEAD_MAX);
+	if (!fetch->blocks)
+		return -ENOMEM;
+	return dlc_blocks_open(fetch->blocks, ino, out);
+}
+
+ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader *reader,
 			      void *buf, size_t len, uint64_t off)
 {
-	ssize_t n;
-
 	if (fetch->chunks)
 		return dlc_chunks_read_range(fetch->chunks, ino, buf, len, off);
-	n = dlc_backend_pread(fetch->backend, file, buf, len, off);
-
-	if (n < 0) {
-		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
-		dlc_log(DLC_LOG_WARNING, "read from the source failed: %s", strerror((int)-n));
-		dlc_stats_set_error(fetch->stats, "a read from the source failed");
-		return -EIO;
-	}
-	/*
-	 * Drivers return short reads only at the end of the file, so a count
-	 * other than the snapshot's size allows means the file changed on the
-	 * source: -EIO, never a short count the kernel would take for the end
-	 * of the file, nor bytes past the snapshot's end.
-	 */
-	{
-		const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
-		uint64_t size = node ? node->size : 0;
-		uint64_t expected = off >= size ? 0 : size - off < len ? size - off : len;
-		char path[DLC_SNAPSHOT_PATH_MAX];
-
-		if ((uint64_t)n != expected && !(off >= size && n == 0)) {
-			dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
-			if (dlc_snapshot_path(fetch->snapshot, ino, path, sizeof(path)) < 0)
-				snprintf(path, sizeof(path), "inode %u", ino);
-			dlc_log(DLC_LOG_WARNING, "%s changed size on the source since the snapshot; remount with -o refresh", path);
-			dlc_stats_set_error(fetch->stats, "a file changed size on the source since the snapshot");
-			return -EIO;
-		}
-	}
-	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_REMOTE, (uint64_t)n);
-	return n;
+	return dlc_blocks_read(reader, buf, len, off);
 }
 
-void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_backend_file *file)
+bool dlc_fetch_try_read_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader,
+			       void *buf, size_t len, uint64_t off, ssize_t *count)
 {
-	if (file)
-		dlc_backend_close(fetch->backend, file);
+	if (fetch->chunks || !reader)
+		return false;
+	return dlc_blocks_try_read(reader, buf, len, off, count);
+}
+
+void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader)
+{
+	(void)fetch;
+	dlc_blocks_close(reader);
 }

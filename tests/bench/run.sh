@@ -2,12 +2,12 @@
 # tests/bench/run.sh - every benchmark, one after the other, with the build
 # in build/ (run tests/run.sh or examples/demo.sh first).  Not part of meson
 # test: these print ratios, they do not pass or fail.  Needs root, /dev/fuse
-# and about 5 GB under /var/tmp for the generated trees, which are reused;
+# and about 12 GB under /var/tmp for the generated trees, which are reused;
 # nfs.sh also needs nfs-ganesha and libnfs-utils (DLC_TEST_PACKAGES in
 # tests/deps.sh) and deletes its trees.
 set -euo pipefail
 cd "$(dirname "$0")"
-for bench in metadata.sh control_ingest.sh read.sh prefetch.sh train.sh nfs.sh tar.sh; do
+for bench in metadata.sh control_ingest.sh read.sh prefetch.sh train.sh nfs.sh tar.sh blocks.sh; do
 	echo "=== tests/bench/$bench"
 	bash "$bench"
 done

@@ -3,6 +3,7 @@
  * fetch over a real directory and a real cache directory.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -478,25 +479,34 @@ END_TEST
 /*
  * A large file read by range that shrank on the source used to give the
  * reader a short read, which the kernel takes for the end of the file: a
- * silently truncated sample (found by tests/mount/source_faults.sh).
+ * silently truncated sample (found by tests/mount/source_faults.sh).  Read
+ * by blocks, a block the source returns shorter or longer than the
+ * snapshot says is -EIO too (nothing is cached here: policy none).
  */
 START_TEST(direct_reads_of_a_changed_source_file_give_eio)
 {
-	struct dlc_backend_file *file = NULL;
+	struct dlc_block_reader *file = NULL;
 	char buf[FILE_SIZE + 4096];
 	char path[256];
 
-	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	open_all(DLC_POLICY_NONE, 1 << 20, 0);
+	dlc_fetch_set_blocks(fetch, 4096, 0);
 	snprintf(path, sizeof(path), "%s/f05", src);
 	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, sizeof(buf), 0), FILE_SIZE);
 	ck_assert_uint_eq((unsigned char)buf[7], (7 * 31 + 5) & 0xff);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 100, FILE_SIZE - 100), 100);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE), 0);
+	dlc_fetch_close_direct(fetch, file);
 	ck_assert_int_eq(truncate(path, FILE_SIZE / 2), 0);
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, sizeof(buf), 0), -EIO);
+	dlc_fetch_close_direct(fetch, file);
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE - 4096), -EIO);
+	dlc_fetch_close_direct(fetch, file);
 	ck_assert_int_eq(truncate(path, FILE_SIZE + 1), 0);
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE - 10), -EIO);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_REMOTE_ERRORS), 3);
 	dlc_fetch_close_direct(fetch, file);
@@ -641,6 +651,172 @@ START_TEST(staged_files_passed_long_ago_are_dropped)
 }
 END_TEST
 
+
+/* ---- blocks: files larger than max_file ------------------------------- */
+
+/* Opens the mount's parts with 4 KiB blocks for files over 1 KiB: each
+ * 10000-byte file is 3 blocks (4096, 4096, 1808). */
+static void open_blocks(enum dlc_policy_kind kind, uint64_t capacity, uint64_t delay_ns,
+			uint64_t readahead)
+{
+	open_all(kind, capacity, delay_ns);
+	dlc_fetch_set_blocks(fetch, 4096, readahead);
+}
+
+/* Reads file i through a block reader in pieces of piece bytes at the
+ * offsets rng gives (sequential when rng is NULL) and checks every byte. */
+static void read_blocks_and_check(int i, size_t piece, unsigned *rng, int count)
+{
+	struct dlc_block_reader *reader = NULL;
+	unsigned char buf[FILE_SIZE];
+
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(i), &reader), 0);
+	ck_assert_ptr_nonnull(reader);
+	for (int k = 0; rng ? k < count : (size_t)k * piece < FILE_SIZE; k++) {
+		uint64_t off = rng ? (uint64_t)(rand_r(rng) % (FILE_SIZE + 10)) : (uint64_t)k * piece;
+		size_t want = off >= FILE_SIZE ? 0 : FILE_SIZE - off < piece ? FILE_SIZE - off : piece;
+		ssize_t n = dlc_fetch_read_direct(fetch, ino_of(i), reader, buf, piece, off);
+
+		ck_assert_int_eq(n, (ssize_t)want);
+		for (size_t b = 0; b < want; b++)
+			ck_assert_uint_eq(buf[b], ((off + b) * 31 + (unsigned)i) & 0xff);
+	}
+	dlc_fetch_close_direct(fetch, reader);
+}
+
+/* Block offers run on the readahead pool after the reader is answered. */
+static void wait_for_stat(enum dlc_stat stat, uint64_t value)
+{
+	for (int k = 0; k < 500 && dlc_stats_get(&stats, stat) < value; k++)
+		usleep(10000);
+	ck_assert_uint_eq(dlc_stats_get(&stats, stat), value);
+}
+
+START_TEST(blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read)
+{
+	unsigned rng = 16;
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 8192);
+	read_blocks_and_check(5, 1000, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 3);
+	ck_assert_uint_eq(cached_entries(), 1);         /* the file, charged whole */
+	close_all();
+
+	/* A new mount: each block checked on first use, then read by range. */
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 8192);
+	read_blocks_and_check(5, 4096, &rng, 300);
+	read_blocks_and_check(5, 1, &rng, 300);
+	read_blocks_and_check(5, 7000, &rng, 100);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_READ]), 0);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 0);
+	ck_assert_uint_ge(dlc_stats_get(&stats, DLC_STAT_BLOCK_HITS), 3);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+}
+END_TEST
+
+/* Flips byte 100 of every cache file of size bytes; returns how many. */
+static int corrupt_files_of_size(off_t size)
+{
+	char data[600];
+	int changed = 0;
+
+	snprintf(data, sizeof(data), "%s/data", cache_dir);
+	for (int d = 0; d < 256; d++) {
+		char dir[700];
+		DIR *stream;
+		struct dirent *e;
+
+		snprintf(dir, sizeof(dir), "%s/%02x", data, d);
+		stream = opendir(dir);
+		if (!stream)
+			continue;
+		while ((e = readdir(stream))) {
+			char path[1000];
+			struct stat st;
+			unsigned char byte;
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != size)
+				continue;
+			fd = open(path, O_RDWR);
+			ck_assert_int_ge(fd, 0);
+			ck_assert_int_eq(pread(fd, &byte, 1, 100), 1);
+			byte ^= 0xff;
+			ck_assert_int_eq(pwrite(fd, &byte, 1, 100), 1);
+			close(fd);
+			changed++;
+		}
+		closedir(stream);
+	}
+	return changed;
+}
+
+START_TEST(a_corrupted_block_is_dropped_refetched_and_counted)
+{
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	read_blocks_and_check(7, 4096, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+	close_all();
+	ck_assert_int_eq(corrupt_files_of_size(1808), 1);       /* the last block */
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	read_blocks_and_check(7, 4096, NULL, 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 1);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 1);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_READ]), 1);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 1);    /* written again */
+	read_blocks_and_check(7, 4096, NULL, 0);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_READ]), 1);
+}
+END_TEST
+
+static void *block_reader(void *arg)
+{
+	unsigned rng = (unsigned)(uintptr_t)arg;
+
+	read_blocks_and_check(9, 1500, (uintptr_t)arg % 2 ? &rng : NULL, 20);
+	return NULL;
+}
+
+START_TEST(concurrent_readers_share_one_source_read_per_block)
+{
+	pthread_t threads[8];
+
+	/* 20 ms per source call: the readers overlap on every block. */
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 20 * 1000 * 1000, 8192);
+	for (uintptr_t t = 0; t < 8; t++)
+		ck_assert_int_eq(pthread_create(&threads[t], NULL, block_reader, (void *)(t + 1)), 0);
+	for (int t = 0; t < 8; t++)
+		pthread_join(threads[t], NULL);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_READ]), 3);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 3);
+}
+END_TEST
+
+START_TEST(a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole)
+{
+	struct dlc_cache_gauges gauges;
+
+	/* 12288 bytes hold one file of 3 blocks (charged 4096 + 4096 + 4096). */
+	open_blocks(DLC_POLICY_LRU, 12288, 0, 0);
+	read_blocks_and_check(1, 4096, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert_uint_eq(gauges.bytes, 12288);
+	read_blocks_and_check(2, 4096, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 6);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_EVICTIONS), 1);
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert_uint_eq(gauges.bytes, 12288);
+	ck_assert_uint_eq(gauges.entries, 1);
+	ck_assert(!dlc_cache_block_contains(cache, ino_of(1), 0));
+	ck_assert(dlc_cache_block_contains(cache, ino_of(2), 2));
+	ck_assert_int_eq(corrupt_files_of_size(4096), 2);       /* only f02's blocks are left */
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -648,6 +824,7 @@ static Suite *fetch_suite(void)
 	TCase *integrity = tcase_create("integrity");
 	TCase *capacity = tcase_create("capacity");
 	TCase *flights = tcase_create("single flight");
+	TCase *blocks = tcase_create("blocks");
 
 	tcase_add_checked_fixture(hits, setup, teardown);
 	tcase_add_test(hits, miss_then_hit);
@@ -678,6 +855,14 @@ static Suite *fetch_suite(void)
 	tcase_add_checked_fixture(flights, setup, teardown);
 	tcase_add_test(flights, concurrent_misses_share_one_fetch);
 	suite_add_tcase(s, flights);
+
+	tcase_add_checked_fixture(blocks, setup, teardown);
+	tcase_set_timeout(blocks, 30);
+	tcase_add_test(blocks, blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read);
+	tcase_add_test(blocks, a_corrupted_block_is_dropped_refetched_and_counted);
+	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
+	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
+	suite_add_tcase(s, blocks);
 	return s;
 }
 

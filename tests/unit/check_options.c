@@ -60,7 +60,7 @@ static char *render(const struct dlc_options *o)
 			 "crawl_threads=%u threads=%u foreground=%d debug=%d "
 			 "allow_other=%d help=%d version=%d log_level=%d "
 			 "delay_ns=%llu bandwidth=%llu fail_every=%u timeout_ns=%llu "
-			 "connections=%u kernel_opts=%s",
+			 "connections=%u block_size=%llu readahead_max=%llu kernel_opts=%s",
 			 o->source ? o->source : "(null)",
 			 o->mountpoint ? o->mountpoint : "(null)",
 			 o->cache_dir ? o->cache_dir : "(null)",
@@ -72,6 +72,7 @@ static char *render(const struct dlc_options *o)
 			 (unsigned long long)o->backend.delay_ns,
 			 (unsigned long long)o->backend.bandwidth, o->backend.fail_every,
 			 (unsigned long long)o->backend.timeout_ns, o->backend.connections,
+			 (unsigned long long)o->block_size, (unsigned long long)o->readahead_max,
 			 o->kernel_opts ? o->kernel_opts : "(null)");
 
 	ck_assert_int_ge(n, 0);
@@ -225,14 +226,15 @@ static const struct good_case good_cases[] = {
 	  "source=host:/export/imagenet kernel_opts=default_permissions,"
 	  "fsname=host:/export/imagenet,subtype=dlcache" },
 	/* an NFS source: its timeout, and a connection for every thread that may
-	 * call it at once (the source pool's and prefetchers', or the crawl's), at most 64 */
+	 * call it at once (the source pool's, prefetchers' and the 16 readahead
+	 * threads', or the crawl's), at most 64 */
 	{ { "mount.dlcache", "host:/export", "/mnt", NULL },
 	  "timeout_ns=0 connections=64" },
 	{ { "mount.dlcache", "host:/export", "/mnt", "-o",
 	    "nfs_timeout=5s,source_threads=8,prefetch_threads=8,crawl_threads=48", NULL },
 	  "timeout_ns=5000000000 connections=48" },
 	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "source_threads=10,prefetch_threads=6", NULL },
-	  "connections=16" },
+	  "connections=32" },
 	/* source_timeout= is nfs_timeout='s new name, for every kind of source */
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_timeout=90s", NULL },
 	  "timeout_ns=90000000000" },
@@ -240,7 +242,15 @@ static const struct good_case good_cases[] = {
 	  "timeout_ns=3600000000000 connections=64" },
 	{ { "mount.dlcache", "host:/export", "/mnt", "-o", "source_threads=1,prefetch_threads=1,"
 	    "crawl_threads=1", NULL },
-	  "connections=2" },
+	  "connections=18" },
+	/* blocks of large files: defaults, a window in whole blocks, and a
+	 * default window that shrinks to a quarter of a small memory_limit */
+	{ { "mount.dlcache", "/src", "/mnt", NULL }, "block_size=4194304 readahead_max=67108864" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "block_size=1M,readahead_max=3500K", NULL },
+	  "block_size=1048576 readahead_max=3145728" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "memory_limit=32M,cache_max_file=8M", NULL },
+	  "block_size=4194304 readahead_max=8388608" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "readahead_max=0", NULL }, "readahead_max=0" },
 	/* bounds */
 	{ { "mount.dlcache", "/src", "/mnt", "-o",
 	    "crawl_threads=1,threads=1024,source_bw=0,source_fail_every=0,source_delay=0", NULL },
@@ -330,6 +340,11 @@ static const struct bad_case bad_cases[] = {
 	  "cache_max_file (314572800 bytes) is more than a quarter of memory_limit (1073741824 bytes)" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "memory_limit=64M,cache_max_file=32M", NULL },
 	  "lower cache_max_file= or raise memory_limit=" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "block_size=5000", NULL },
+	  "block_size '5000' must be a multiple of 4K between 64K and 256M" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "block_size=32K", NULL }, "between 64K and 256M" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "memory_limit=64M,cache_max_file=1M,readahead_max=32M", NULL },
+	  "lower them or raise memory_limit=" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_threads=1025", NULL }, "from 1 to 1024" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "source_timeout=500ms", NULL },
 	  "source_timeout '500ms' is outside 1s to 60m" },
@@ -505,7 +520,8 @@ START_TEST(test_usage_lists_every_option)
 		"source_threads=", "source_timeout=", "nfs_timeout=", "memory_limit=",
 		"log_level=", "source_delay=",
 		"source_bw=", "source_fail_every=", "allow_other", "fsname=", "control_uid=",
-		"control_gid=", "chunk_fetch=", "passthrough=", "io_uring=", "dlcache.snapshot", "nosuid",
+		"control_gid=", "chunk_fetch=", "passthrough=", "io_uring=", "block_size=", "readahead_max=",
+		"dlcache.snapshot", "nosuid",
 		"nodev", "noexec", "noatime", "dirsync", "_netdev", "x-*", "-f", "-d",
 		"--help", "--version", "10G", "64M", "freeze",
 	};

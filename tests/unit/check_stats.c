@@ -32,6 +32,10 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"interrupted",
 	"hits_passthrough",
 	"passthrough_declined",
+	"block_hits",
+	"block_misses",
+	"block_admissions",
+	"readaheads",
 };
 
 static struct dlc_stats stats;
@@ -283,7 +287,9 @@ START_TEST(test_every_key_once_per_object)
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
 			  "bypasses", "corrupt", "cache_read_errors", "remote_errors", "prefetches", "prefetch_hits",
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
-			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined", "hit_ratio", "last_error", "epoch", "scored_samples",
+			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
+			  "block_hits", "block_misses", "block_admissions", "readaheads",
+			  "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough" } },
@@ -294,7 +300,8 @@ START_TEST(test_every_key_once_per_object)
 				"admissions", "evictions", "bypasses", "corrupt", "cache_read_errors", "remote_errors",
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
-				"passthrough_declined" } },
+				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
+				"readaheads" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

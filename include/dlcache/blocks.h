@@ -1,0 +1,75 @@
+/*
+ * blocks.h - reads of files larger than cache_max_file, by blocks.
+ *
+ * Such a file (a TFRecord, WebDataset or HDF5 shard) is read through the
+ * cache's blocks (cache.h): each read maps to the blocks it covers; a block
+ * the cache holds is served from it (checked on its first use in a mount,
+ * then read by range from its file), a missing one is read from the source
+ * in one call, served and offered to the cache, once however many readers
+ * want it (single flight per block).  Each open file has a reader that
+ * watches its offsets: a sequential reader (small reordering tolerated)
+ * gets a readahead window of blocks fetched ahead of it, doubling up to
+ * readahead_max; a random reader fetches only the blocks it reads.  Every
+ * buffer comes from the memory budget; readahead only takes what is free
+ * below half of it and never waits.
+ */
+#ifndef DLCACHE_BLOCKS_H
+#define DLCACHE_BLOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dlcache/backend.h"
+#include "dlcache/budget.h"
+#include "dlcache/cache.h"
+#include "dlcache/snapshot.h"
+#include "dlcache/stats.h"
+
+struct dlc_blocks;              /* per mount; opaque */
+struct dlc_block_reader;        /* per open file; opaque */
+
+/* Defaults of block_size= and readahead_max=. */
+#define DLC_DEFAULT_BLOCK_SIZE (4ULL << 20)
+#define DLC_DEFAULT_READAHEAD_MAX (64ULL << 20)
+/* Threads that run readahead fetches. */
+#define DLC_BLOCKS_READAHEAD_THREADS 16
+
+/*
+ * NULL on ENOMEM.  block_size is a multiple of 4 KiB, readahead_max of
+ * block_size or 0 (no readahead); the arguments must outlive it.  Tells the
+ * cache the block size (dlc_cache_set_block_size).  budget may be NULL.
+ */
+struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
+				     struct dlc_cache *cache, struct dlc_stats *stats,
+				     struct dlc_budget *budget, uint64_t block_size,
+				     uint64_t readahead_max);
+
+/* Stops readahead (queued fetches dropped, running ones finished). */
+void dlc_blocks_stop(struct dlc_blocks *blocks);
+/* Stops and frees; every reader must be closed. */
+void dlc_blocks_free(struct dlc_blocks *blocks);
+
+/* A reader for regular file ino (opened on the source only when a block
+ * must be read from it).  0, -ENOENT, -ENOMEM. */
+int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_reader **out);
+
+/*
+ * Reads up to len bytes at off into buf: the count (short only at the end
+ * of the file), or -EIO (the source failed, or the file changed size on
+ * it), -ENOMEM.  Safe from several threads on one reader.
+ */
+ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off);
+
+/*
+ * The same without waiting: true with *count when every byte asked for was
+ * at hand (blocks in the reader's memory, checked cache files, readahead
+ * landed); false when a block must be waited for (call dlc_blocks_read from
+ * a thread that may wait).  Also moves the readahead window on.
+ */
+bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off,
+			 ssize_t *count);
+
+void dlc_blocks_close(struct dlc_block_reader *reader);
+
+#endif

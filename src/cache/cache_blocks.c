@@ -1,0 +1,566 @@
+/*
+ * cache_blocks.c - files larger than cache_max_file, cached as blocks.
+ *
+ * A large file is one entry of the policy, like a small one: admitted when
+ * its first block is offered, charged its whole footprint from then on (the
+ * sum of its blocks' footprints, since block_size is a multiple of 4 KiB),
+ * scored by its own path (a `SCORE` line on a shard scores the shard), and
+ * evicted whole when the policy chooses it.  Its blocks arrive one by one
+ * (each a miss of some reader or a readahead) and each is a store entry of
+ * its own: path "REL//bINDEX:BLOCK_SIZE", its exact bytes, its xxh3 in the
+ * index, inserted crash-safe like a whole file (tmp, rename, row).  A block
+ * is checked (read whole, xxh3) the first time it is served in a mount and
+ * then opened by its stamp and read by range, as whole files are.
+ *
+ * INVARIANTS (cache->lock guards everything here).  A block_file exists in
+ * the table for every inode cached as blocks, from its admission until its
+ * last block file is deleted after an eviction.  Per block: ABSENT (no
+ * file), WRITING (its writer is inserting it), READY (file and hash known:
+ * served), DELETING (evicted: its evictor deletes it).  The policy charges
+ * the whole file while it is admitted, so its blocks on disk, written or
+ * being written, never pass its charge; once evicted (`evicted`), its
+ * blocks still on disk are counted in pending_bytes until deleted, by the
+ * evictor (DELETING) or by their writer (WRITING), `outstanding` counting
+ * them and the inode marked deleting until they are all gone, so the disk
+ * never holds more than the capacity and the inode is not admitted again
+ * before.  A writer waits, as a whole-file writer does, while the charged
+ * bytes plus pending_bytes pass the capacity.  Generations come from the
+ * cache's one counter, so a reader that checked a block without the lock
+ * acts on the outcome only if the same block is still ready.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dlcache/cache.h"
+#include "dlcache/log.h"
+#include "cache_private.h"
+
+enum block_state {
+	BLOCK_ABSENT = 0,
+	BLOCK_WRITING,
+	BLOCK_READY,
+	BLOCK_DELETING,
+};
+
+struct block_file {
+	uint32_t ino;
+	uint32_t nblocks;
+	uint64_t block_size;
+	uint64_t file_size;
+	bool evicted;                   /* not charged any more: blocks left are deleted */
+	uint32_t outstanding;           /* evicted: block files still to delete */
+	uint8_t *state;                 /* enum block_state per block */
+	uint64_t *hashes;               /* per block, valid when READY */
+	uint64_t *stamps;               /* per block: as checked in this mount, 0 = not yet */
+	uint32_t *generations;          /* per block, set when it becomes READY */
+	struct block_file *next;        /* chain of the table */
+};
+
+/* The separator of a block row's path: never in a snapshot path. */
+#define BLOCK_SEPARATOR "//b"
+
+static struct block_file **bucket_of(struct dlc_cache *cache, uint32_t ino)
+{
+	return &cache->block_table[(ino * 2654435761u) & (DLC_CACHE_BLOCK_BUCKETS - 1)];
+}
+
+static struct block_file *find(struct dlc_cache *cache, uint32_t ino)
+{
+	if (!cache->block_table)
+		return NULL;
+	for (struct block_file *f = *bucket_of(cache, ino); f; f = f->next)
+		if (f->ino == ino)
+			return f;
+	return NULL;
+}
+
+static uint64_t block_len(const struct block_file *f, uint32_t index)
+{
+	uint64_t start = (uint64_t)index * f->block_size;
+
+	return f->file_size - start < f->block_size ? f->file_size - start : f->block_size;
+}
+
+static struct block_file *create(struct dlc_cache *cache, uint32_t ino, uint64_t block_size,
+				 uint64_t file_size)
+{
+	struct block_file *f = calloc(1, sizeof(*f));
+	uint64_t nblocks = (file_size + block_size - 1) / block_size;
+
+	if (!f || nblocks == 0 || nblocks > UINT32_MAX)
+		goto fail;
+	f->ino = ino;
+	f->nblocks = (uint32_t)nblocks;
+	f->block_size = block_size;
+	f->file_size = file_size;
+	f->state = calloc(nblocks, sizeof(*f->state));
+	f->hashes = calloc(nblocks, sizeof(*f->hashes));
+	f->stamps = calloc(nblocks, sizeof(*f->stamps));
+	f->generations = calloc(nblocks, sizeof(*f->generations));
+	if (!f->state || !f->hashes || !f->stamps || !f->generations)
+		goto fail;
+	f->next = *bucket_of(cache, ino);
+	*bucket_of(cache, ino) = f;
+	return f;
+fail:
+	if (f) {
+		free(f->state);
+		free(f->hashes);
+		free(f->stamps);
+		free(f->generations);
+	}
+	free(f);
+	return NULL;
+}
+
+static void destroy(struct block_file *f)
+{
+	free(f->state);
+	free(f->hashes);
+	free(f->stamps);
+	free(f->generations);
+	free(f);
+}
+
+/* Takes f out of the table and frees it; its inode is no longer cached. */
+static void unlink_free(struct dlc_cache *cache, struct block_file *f)
+{
+	for (struct block_file **p = bucket_of(cache, f->ino); *p; p = &(*p)->next) {
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	}
+	cache->hashes[f->ino] = 0;
+	set_deleting(cache, f->ino, false);
+	destroy(f);
+}
+
+static int block_path(const struct dlc_cache *cache, uint32_t ino, uint32_t index,
+		      uint64_t block_size, char *buf, size_t size)
+{
+	int rc = dlc_snapshot_path(cache->snapshot, ino, buf, size);
+	size_t len;
+	int n;
+
+	if (rc < 0)
+		return rc;
+	len = strlen(buf);
+	n = snprintf(buf + len, size - len, BLOCK_SEPARATOR "%" PRIu32 ":%" PRIu64, index, block_size);
+	return n < 0 || (size_t)n >= size - len ? -ENAMETOOLONG : 0;
+}
+
+static int64_t mtime_ns(const struct dlc_node *node)
+{
+	return node->mtime_sec * 1000000000LL + node->mtime_nsec;
+}
+
+/* One evicted block file is gone (its evictor or writer deleted it). */
+static void settle_evicted_block(struct dlc_cache *cache, struct block_file *f, uint32_t index)
+{
+	f->state[index] = BLOCK_ABSENT;
+	cache->pending_bytes -= dlc_store_footprint(block_len(f, index));
+	if (--f->outstanding == 0)
+		unlink_free(cache, f);
+	pthread_cond_broadcast(&cache->deleted);
+}
+
+bool dlc_cache_blocks_has(struct dlc_cache *cache, uint32_t ino)
+{
+	return find(cache, ino) != NULL;
+}
+
+struct block_file *dlc_cache_blocks_evict(struct dlc_cache *cache, uint32_t ino)
+{
+	struct block_file *f = find(cache, ino);
+	bool evictor_deletes = false;
+
+	if (!f || f->evicted)
+		return NULL;
+	f->evicted = true;
+	set_ready(cache, ino, false);
+	for (uint32_t i = 0; i < f->nblocks; i++) {
+		if (f->state[i] == BLOCK_ABSENT)
+			continue;
+		if (f->state[i] == BLOCK_READY) {
+			f->state[i] = BLOCK_DELETING;
+			evictor_deletes = true;
+		}
+		f->outstanding++;
+		cache->pending_bytes += dlc_store_footprint(block_len(f, i));
+	}
+	if (f->outstanding == 0) {
+		unlink_free(cache, f);
+		return NULL;
+	}
+	set_deleting(cache, ino, true);
+	return evictor_deletes ? f : NULL;
+}
+
+void dlc_cache_blocks_delete_evicted(struct dlc_cache *cache, struct block_file *f)
+{
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	uint32_t *doomed, count = 0;
+
+	pthread_mutex_lock(&cache->lock);
+	doomed = malloc(f->nblocks * sizeof(*doomed));
+	for (uint32_t i = 0; i < f->nblocks; i++) {
+		if (f->state[i] != BLOCK_DELETING)
+			continue;
+		if (!doomed) {
+			/* Out of memory: delete under the lock. */
+			if (block_path(cache, f->ino, i, f->block_size, path, sizeof(path)) == 0)
+				(void)dlc_store_remove(cache->store, path);
+			if (f->outstanding == 1) {
+				settle_evicted_block(cache, f, i);
+				break;          /* f is freed */
+			}
+			settle_evicted_block(cache, f, i);
+			continue;
+		}
+		doomed[count++] = i;
+	}
+	pthread_mutex_unlock(&cache->lock);
+	if (!doomed)
+		return;
+	/* Only this evictor touches DELETING blocks, and f lives while they do. */
+	for (uint32_t k = 0; k < count; k++)
+		if (block_path(cache, f->ino, doomed[k], f->block_size, path, sizeof(path)) == 0)
+			(void)dlc_store_remove(cache->store, path);
+	pthread_mutex_lock(&cache->lock);
+	for (uint32_t k = 0; k < count; k++)
+		settle_evicted_block(cache, f, doomed[k]);      /* the last may free f */
+	pthread_mutex_unlock(&cache->lock);
+	free(doomed);
+}
+
+void dlc_cache_blocks_drop(struct dlc_cache *cache, uint32_t ino)
+{
+	struct block_file *f;
+	char path[DLC_SNAPSHOT_PATH_MAX];
+
+	dlc_policy_remove(cache->policy, ino);
+	f = find(cache, ino);
+	if (!f)
+		return;
+	if (!f->evicted)
+		f = dlc_cache_blocks_evict(cache, ino);
+	else
+		f = NULL;       /* already being deleted by its evictor */
+	if (!f)
+		return;
+	for (uint32_t i = 0, left = f->nblocks; i < left; i++) {
+		if (f->state[i] != BLOCK_DELETING)
+			continue;
+		if (block_path(cache, f->ino, i, f->block_size, path, sizeof(path)) == 0)
+			(void)dlc_store_remove(cache->store, path);
+		if (f->outstanding == 1) {
+			settle_evicted_block(cache, f, i);
+			return;         /* f is freed */
+		}
+		settle_evicted_block(cache, f, i);
+	}
+}
+
+bool dlc_cache_blocks_is_block_path(const char *path)
+{
+	return strstr(path, BLOCK_SEPARATOR) != NULL;
+}
+
+int dlc_cache_blocks_collect(struct dlc_cache *cache, const struct dlc_store_entry *entry,
+			     uint32_t *first)
+{
+	const char *sep = strstr(entry->path, BLOCK_SEPARATOR);
+	char rel[DLC_SNAPSHOT_PATH_MAX];
+	unsigned long long index, block_size;
+	const struct dlc_node *node;
+	struct block_file *f;
+	uint64_t ino;
+	char tail;
+
+	*first = 0;
+	if (!sep || (size_t)(sep - entry->path) >= sizeof(rel) ||
+	    sscanf(sep + strlen(BLOCK_SEPARATOR), "%llu:%llu%c", &index, &block_size, &tail) != 2 ||
+	    block_size == 0 || block_size % 4096 || index > UINT32_MAX || entry->hash == 0)
+		return 0;
+	memcpy(rel, entry->path, (size_t)(sep - entry->path));
+	rel[sep - entry->path] = '\0';
+	ino = dlc_snapshot_resolve(cache->snapshot, rel);
+	node = ino ? dlc_snapshot_node(cache->snapshot, ino) : NULL;
+	if (!node || !S_ISREG(node->mode) || mtime_ns(node) != entry->mtime_ns ||
+	    index * block_size >= node->size)
+		return 0;
+	f = find(cache, (uint32_t)ino);
+	if (!f) {
+		if (cache->hashes[ino] != 0)
+			return 0;       /* cached whole by an earlier mount */
+		f = create(cache, (uint32_t)ino, block_size, node->size);
+		if (!f)
+			return -ENOMEM;
+		*first = (uint32_t)ino;
+	}
+	if (f->block_size != block_size || f->state[index] != BLOCK_ABSENT ||
+	    block_len(f, (uint32_t)index) != entry->size) {
+		if (*first) {
+			unlink_free(cache, f);
+			*first = 0;
+		}
+		return 0;
+	}
+	f->state[index] = BLOCK_READY;
+	f->hashes[index] = entry->hash;
+	f->generations[index] = ++cache->next_generation;
+	return 1;
+}
+
+void dlc_cache_blocks_free(struct dlc_cache *cache)
+{
+	if (!cache->block_table)
+		return;
+	for (size_t b = 0; b < DLC_CACHE_BLOCK_BUCKETS; b++) {
+		while (cache->block_table[b]) {
+			struct block_file *f = cache->block_table[b];
+
+			cache->block_table[b] = f->next;
+			destroy(f);
+		}
+	}
+	free(cache->block_table);
+	cache->block_table = NULL;
+}
+
+void dlc_cache_set_block_size(struct dlc_cache *cache, uint64_t block_size)
+{
+	pthread_mutex_lock(&cache->lock);
+	cache->block_size = block_size;
+	/* Blocks of another size (an earlier mount's option) are dropped. */
+	for (size_t b = 0; cache->block_table && b < DLC_CACHE_BLOCK_BUCKETS; b++) {
+		struct block_file *f = cache->block_table[b];
+
+		while (f) {
+			struct block_file *next = f->next;
+
+			if (f->block_size != block_size && !f->evicted)
+				dlc_cache_blocks_drop(cache, f->ino);
+			f = next;
+		}
+	}
+	pthread_mutex_unlock(&cache->lock);
+}
+
+uint64_t dlc_cache_block_size(struct dlc_cache *cache)
+{
+	uint64_t size;
+
+	pthread_mutex_lock(&cache->lock);
+	size = cache->block_size;
+	pthread_mutex_unlock(&cache->lock);
+	return size;
+}
+
+/* The block if it is ready, else NULL; lock held. */
+static struct block_file *ready_block(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+{
+	struct block_file *f = find(cache, ino);
+
+	if (!f || f->evicted || index >= f->nblocks || f->state[index] != BLOCK_READY)
+		return NULL;
+	return f;
+}
+
+bool dlc_cache_block_contains(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+{
+	bool ready;
+
+	pthread_mutex_lock(&cache->lock);
+	ready = ready_block(cache, ino, index) != NULL;
+	pthread_mutex_unlock(&cache->lock);
+	return ready;
+}
+
+bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+{
+	struct block_file *f;
+	bool checked;
+
+	pthread_mutex_lock(&cache->lock);
+	f = ready_block(cache, ino, index);
+	checked = f && f->stamps[index] != 0;
+	pthread_mutex_unlock(&cache->lock);
+	return checked;
+}
+
+int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, void *buf,
+			 uint64_t size)
+{
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	struct block_file *f;
+	uint64_t hash, block_size, stamp;
+	uint32_t generation;
+	int rc;
+
+	pthread_mutex_lock(&cache->lock);
+	f = ready_block(cache, ino, index);
+	if (!f || block_len(f, index) != size) {
+		pthread_mutex_unlock(&cache->lock);
+		return -ENOENT;
+	}
+	hash = f->hashes[index];
+	generation = f->generations[index];
+	block_size = f->block_size;
+	pthread_mutex_unlock(&cache->lock);
+
+	rc = block_path(cache, ino, index, block_size, path, sizeof(path));
+	if (rc < 0)
+		return -ENOENT;
+	rc = dlc_store_read(cache->store, path, buf, size, hash, &stamp);
+	if (cache->read_hook)
+		rc = cache->read_hook(cache->hook_arg, ino, rc);
+	pthread_mutex_lock(&cache->lock);
+	f = ready_block(cache, ino, index);
+	if (f && f->generations[index] != generation)
+		f = NULL;       /* evicted, or another copy since: act on nothing */
+	if (rc == 0) {
+		if (f)
+			f->stamps[index] = stamp;
+		pthread_mutex_unlock(&cache->lock);
+		return 0;
+	}
+	if (rc != -EBADMSG && rc != -ENOENT) {
+		pthread_mutex_unlock(&cache->lock);
+		if (!atomic_exchange(&cache->transient_logged, true))
+			dlc_log(DLC_LOG_WARNING, "cannot read the cached block %s (%s); it is kept and the read goes to the source (logged once)",
+				path, strerror(-rc));
+		dlc_stats_add(cache->stats, DLC_STAT_CACHE_READ_ERRORS, 1);
+		return -ENOENT;
+	}
+	if (f) {
+		/* Proven bad: this block goes (the file stays charged); the
+		 * caller reads it from the source and offers it again. */
+		f->state[index] = BLOCK_ABSENT;
+		f->stamps[index] = 0;
+		(void)dlc_store_remove(cache->store, path);
+		dlc_stats_add(cache->stats, DLC_STAT_CORRUPT, 1);
+		dlc_log(DLC_LOG_WARNING, "cached block %s dropped: %s", path,
+			rc == -EBADMSG ? "its size or xxh3 does not match" : strerror(-rc));
+	}
+	pthread_mutex_unlock(&cache->lock);
+	return -ENOENT;
+}
+
+int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+{
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	struct block_file *f;
+	uint64_t stamp = 0, block_size = 0;
+	int rc;
+
+	pthread_mutex_lock(&cache->lock);
+	f = ready_block(cache, ino, index);
+	if (f) {
+		stamp = f->stamps[index];
+		block_size = f->block_size;
+	}
+	pthread_mutex_unlock(&cache->lock);
+	if (!stamp)
+		return -ESTALE;
+	rc = block_path(cache, ino, index, block_size, path, sizeof(path));
+	if (rc < 0)
+		return -ESTALE;
+	rc = dlc_store_open_checked(cache->store, path, stamp);
+	return rc == -ENOENT ? -ESTALE : rc;
+}
+
+/* Admits ino as a file of blocks; lock held, returns its block_file or NULL
+ * (bypassed).  The lock is dropped meanwhile when victims are deleted. */
+static struct block_file *admit_file(struct dlc_cache *cache, uint32_t ino,
+				     const struct dlc_node *node)
+{
+	struct block_file *f;
+
+	if (!dlc_cache_admitting(cache) || dlc_policy_contains(cache->policy, ino) ||
+	    is_deleting(cache, ino) ||
+	    dlc_policy_admit(cache->policy, ino, dlc_store_footprint(node->size), &cache->victims) <= 0)
+		return NULL;
+	f = create(cache, ino, cache->block_size, node->size);
+	if (!f) {
+		dlc_policy_remove(cache->policy, ino);
+		return NULL;
+	}
+	cache->hashes[ino] = 1;
+	set_ready(cache, ino, true);
+	dlc_stats_add(cache->stats, DLC_STAT_ADMISSIONS, 1);
+	dlc_cache_carry_out_victims(cache);
+	/* Evicted by another admission while the lock was dropped? */
+	f = find(cache, ino);
+	return f && !f->evicted ? f : NULL;
+}
+
+bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			   const void *data, uint64_t size)
+{
+	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	struct block_file *f;
+	uint64_t hash;
+	int rc;
+
+	if (!node || !cache->block_size ||
+	    block_path(cache, ino, index, cache->block_size, path, sizeof(path)) < 0)
+		return false;
+	pthread_mutex_lock(&cache->lock);
+	f = find(cache, ino);
+	if (!f)
+		f = admit_file(cache, ino, node);
+	if (!f || f->evicted || f->block_size != cache->block_size || index >= f->nblocks ||
+	    block_len(f, index) != size || f->state[index] != BLOCK_ABSENT) {
+		bool ready = f && !f->evicted && index < f->nblocks && f->state[index] == BLOCK_READY;
+
+		pthread_mutex_unlock(&cache->lock);
+		return ready;
+	}
+	f->state[index] = BLOCK_WRITING;
+	/* As for a whole file: the disk never holds more than the capacity. */
+	while (!f->evicted &&
+	       dlc_policy_used(cache->policy) + cache->pending_bytes > dlc_policy_capacity(cache->policy))
+		pthread_cond_wait(&cache->deleted, &cache->lock);
+	if (f->evicted) {
+		settle_evicted_block(cache, f, index);
+		pthread_mutex_unlock(&cache->lock);
+		return false;
+	}
+	pthread_mutex_unlock(&cache->lock);
+
+	rc = dlc_store_insert(cache->store, path, data, size, mtime_ns(node), &hash);
+	if (cache->write_hook)
+		cache->write_hook(cache->hook_arg, ino);
+
+	pthread_mutex_lock(&cache->lock);
+	if (f->evicted) {
+		/* Evicted while written: its evictor counted it as pending. */
+		pthread_mutex_unlock(&cache->lock);
+		if (rc == 0)
+			(void)dlc_store_remove(cache->store, path);
+		pthread_mutex_lock(&cache->lock);
+		settle_evicted_block(cache, f, index);
+		pthread_mutex_unlock(&cache->lock);
+		return false;
+	}
+	if (rc == 0) {
+		f->state[index] = BLOCK_READY;
+		f->hashes[index] = hash;
+		f->stamps[index] = 0;
+		f->generations[index] = ++cache->next_generation;
+		dlc_stats_add(cache->stats, DLC_STAT_BLOCK_ADMISSIONS, 1);
+		pthread_mutex_unlock(&cache->lock);
+		return true;
+	}
+	f->state[index] = BLOCK_ABSENT;
+	dlc_cache_write_failed(cache, path, rc);
+	pthread_mutex_unlock(&cache->lock);
+	return false;
+}

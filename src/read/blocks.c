@@ -1,0 +1,831 @@
+/*
+ * blocks.c - the read path of files larger than cache_max_file: blocks,
+ * one flight per block, and readahead per open file (see blocks.h).
+ *
+ * A read maps to the blocks it covers; each block is served from, in
+ * order: the reader's last two blocks in memory; the cache file of a block
+ * checked earlier in this mount (opened by its stamp, read by range); a
+ * flight.  A flight loads one block: from the cache (read whole and checked
+ * against its xxh3: the first use in a mount) or, failing that, from the
+ * source in one call, then offers it to the cache (cache_blocks.c decides).
+ * Readers wanting a block in flight wait for it and share its bytes.
+ *
+ * Readahead.  A reader whose reads advance block after block (a read may
+ * fall up to two blocks behind the furthest read, or skip one ahead:
+ * DataLoader workers and the kernel's async reads reorder a little) gets a
+ * window, two blocks once it has advanced twice, doubling with every block
+ * it advances, up to readahead_max.  Blocks in the window that the cache
+ * does not hold are flown ahead on the readahead pool; their bytes stay in
+ * their landed flight ("staged") until the reader takes them, so a reader
+ * arriving early joins the flight.  Any other read resets the window and
+ * drops the reader's staged blocks: a random reader reads only its blocks.
+ * Readahead draws its buffers with dlc_budget_try_acquire below half the
+ * memory budget and never waits; a reader's own miss waits for room.
+ *
+ * INVARIANTS.  blocks->lock guards the flight list and every flight's
+ * fields.  At most one flight per (inode, block) is listed; a flight is
+ * referenced by the list while listed and by each waiter; the last
+ * reference frees it.  A readahead flight names its reader (owner) while it
+ * is staged for it; a reader that resets or closes clears its flights'
+ * owner and unlists the landed ones, a flight landing without an owner
+ * unlists itself.  reader->lock guards the reader's file, blocks in memory,
+ * cache fd and window; blocks->lock may be taken under it (a reader taking
+ * a landed readahead), never the reverse.  A reader is referenced by its open file and by each of
+ * its readahead jobs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlcache/blocks.h"
+#include "dlcache/fetch.h"
+#include "dlcache/log.h"
+#include "dlcache/pool.h"
+
+struct block_flight {
+	uint32_t ino;
+	uint32_t index;
+	unsigned refs;
+	bool listed;
+	bool landed;
+	bool ahead;                     /* flown by readahead */
+	int rc;
+	struct dlc_blob *blob;          /* landed with rc 0: the block's bytes */
+	struct dlc_block_reader *owner; /* ahead: the reader it is staged for, or NULL */
+	struct dlc_blocks *blocks;
+	struct block_flight *next;
+};
+
+struct dlc_blocks {
+	struct dlc_backend *backend;
+	const struct dlc_snapshot *snapshot;
+	struct dlc_cache *cache;
+	struct dlc_stats *stats;
+	struct dlc_budget *budget;
+	uint64_t block_size;
+	uint32_t readahead_blocks;      /* the window's cap, in blocks */
+	struct dlc_pool *pool;          /* readahead fetches */
+	pthread_mutex_t lock;
+	pthread_cond_t landed;          /* broadcast when a flight lands */
+	struct block_flight *flights;   /* guarded by lock */
+};
+
+/* Blocks a reader keeps in memory (two: parallel readers of one file). */
+#define HELD_BLOCKS 2
+
+struct dlc_block_reader {
+	_Atomic unsigned refs;
+	struct dlc_blocks *blocks;
+	uint32_t ino;
+	uint64_t size;
+	uint32_t nblocks;
+	pthread_mutex_t lock;
+	struct dlc_backend_file *file;  /* lock: opened on the first source read */
+	struct dlc_blob *held[HELD_BLOCKS];     /* lock: blocks in memory, newest first */
+	uint32_t held_index[HELD_BLOCKS];
+	int fd;                         /* lock: a checked cache file, or -1 */
+	uint32_t fd_index;
+	uint32_t next_index;            /* lock: one past the furthest block read */
+	unsigned advances;              /* lock: blocks advanced in a row */
+	uint32_t window;                /* lock: readahead window in blocks, 0 = none */
+	uint32_t ahead_until;           /* lock: blocks below are flown or cached */
+};
+
+static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
+{
+	uint64_t start = (uint64_t)index * reader->blocks->block_size;
+
+	return reader->size - start < reader->blocks->block_size ? reader->size - start
+								   : reader->blocks->block_size;
+}
+
+struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
+				     struct dlc_cache *cache, struct dlc_stats *stats,
+				     struct dlc_budget *budget, uint64_t block_size,
+				     uint64_t readahead_max)
+{
+	struct dlc_blocks *blocks = calloc(1, sizeof(*blocks));
+
+	if (!blocks || block_size == 0 || block_size % 4096)
+		goto fail;
+	blocks->pool = dlc_pool_create(DLC_BLOCKS_READAHEAD_THREADS);
+	if (!blocks->pool)
+		goto fail;
+	blocks->backend = backend;
+	blocks->snapshot = snapshot;
+	blocks->cache = cache;
+	blocks->stats = stats;
+	blocks->budget = budget;
+	blocks->block_size = block_size;
+	blocks->readahead_blocks = (uint32_t)(readahead_max / block_size);
+	pthread_mutex_init(&blocks->lock, NULL);
+	pthread_cond_init(&blocks->landed, NULL);
+	if (cache)
+		dlc_cache_set_block_size(cache, block_size);
+	return blocks;
+fail:
+	free(blocks);
+	return NULL;
+}
+
+void dlc_blocks_stop(struct dlc_blocks *blocks)
+{
+	if (blocks && blocks->pool) {
+		dlc_pool_stop(blocks->pool, 2000);
+		blocks->pool = NULL;
+	}
+}
+
+void dlc_blocks_free(struct dlc_blocks *blocks)
+{
+	if (!blocks)
+		return;
+	dlc_blocks_stop(blocks);
+	/* Staged blocks of readers closed by now are already unlisted. */
+	while (blocks->flights) {
+		struct block_flight *f = blocks->flights;
+
+		blocks->flights = f->next;
+		dlc_blob_put(f->blob);
+		free(f);
+	}
+	pthread_cond_destroy(&blocks->landed);
+	pthread_mutex_destroy(&blocks->lock);
+	free(blocks);
+}
+
+/* A blob for a block: waits for room (a reader), or only takes what is free
+ * below half the budget (readahead, wait false: NULL when there is none). */
+static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, bool wait)
+{
+	struct dlc_budget *budget = blocks->budget;
+	struct dlc_blob *blob;
+
+	if (!wait) {
+		if (budget && !dlc_budget_try_acquire(budget, size, budget->limit / 2))
+			return NULL;
+	} else {
+		dlc_budget_acquire(budget, size);
+	}
+	blob = malloc(sizeof(*blob) + size + 1);       /* + 1: see load_block */
+	if (!blob) {
+		dlc_budget_release(budget, size);
+		return NULL;
+	}
+	atomic_init(&blob->refs, 1);
+	blob->budget = budget;
+	blob->size = size;
+	return blob;
+}
+
+/* Lock held. */
+static struct block_flight *find_flight(struct dlc_blocks *blocks, uint32_t ino, uint32_t index)
+{
+	for (struct block_flight *f = blocks->flights; f; f = f->next)
+		if (f->ino == ino && f->index == index)
+			return f;
+	return NULL;
+}
+
+/* Drops one reference; lock held. */
+static void put_flight(struct block_flight *f)
+{
+	if (--f->refs == 0) {
+		dlc_blob_put(f->blob);
+		free(f);
+	}
+}
+
+/* Takes f out of the list, dropping the list's reference, when the caller
+ * holds one of its own (so f lives on); lock held. */
+static void unlist_held(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	if (!f->listed)
+		return;
+	for (struct block_flight **p = &blocks->flights; *p; p = &(*p)->next) {
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	}
+	f->listed = false;
+	f->refs--;
+}
+
+/* The same when the list's may be the last reference. */
+static void unlist(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	if (!f->listed)
+		return;
+	f->refs++;
+	unlist_held(blocks, f);
+	put_flight(f);
+}
+
+/* The source file, opened on first use; reader->lock held. */
+static int source_file(struct dlc_block_reader *reader, struct dlc_backend_file **out)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	int rc;
+
+	if (!reader->file) {
+		rc = dlc_snapshot_path(blocks->snapshot, reader->ino, path, sizeof(path));
+		if (rc == 0)
+			rc = dlc_backend_open(blocks->backend, path, &reader->file);
+		if (rc < 0) {
+			reader->file = NULL;
+			dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
+			dlc_log(DLC_LOG_WARNING, "cannot open %s on the source: %s", path, strerror(-rc));
+			return -EIO;
+		}
+	}
+	*out = reader->file;
+	return 0;
+}
+
+/*
+ * Loads block index of the reader's file into blob (its exact length): from
+ * the cache if it holds a good copy, else from the source in one read,
+ * offered to the cache.  0 or -EIO.
+ */
+static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob,
+		      bool *from_source)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	struct dlc_backend_file *file;
+	uint64_t len = blob->size;
+	ssize_t n;
+	int rc;
+
+	*from_source = false;
+	if (blocks->cache && dlc_cache_block_read(blocks->cache, reader->ino, index, blob->data, len) == 0) {
+		dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_HITS, 1);
+		dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_CACHE, len);
+		return 0;
+	}
+	pthread_mutex_lock(&reader->lock);
+	rc = source_file(reader, &file);
+	pthread_mutex_unlock(&reader->lock);
+	if (rc < 0)
+		return rc;
+	/*
+	 * The file stays open while the reader lives, and this call holds a
+	 * reference to the reader.  The last block asks for one byte more
+	 * (the blob has room for it), so a file that grew is seen too.
+	 */
+	n = dlc_backend_pread(blocks->backend, file, blob->data,
+			      index + 1 == reader->nblocks ? len + 1 : len,
+			      (uint64_t)index * blocks->block_size);
+	if (n < 0) {
+		dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
+		dlc_log(DLC_LOG_WARNING, "read from the source failed: %s", strerror((int)-n));
+		dlc_stats_set_error(blocks->stats, "a read from the source failed");
+		return -EIO;
+	}
+	if ((uint64_t)n != len) {
+		/* Drivers return short reads only at the end of the file. */
+		char path[DLC_SNAPSHOT_PATH_MAX];
+
+		dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
+		if (dlc_snapshot_path(blocks->snapshot, reader->ino, path, sizeof(path)) < 0)
+			snprintf(path, sizeof(path), "inode %u", reader->ino);
+		dlc_log(DLC_LOG_WARNING, "%s changed size on the source since the snapshot; remount with -o refresh", path);
+		dlc_stats_set_error(blocks->stats, "a file changed size on the source since the snapshot");
+		return -EIO;
+	}
+	dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_MISSES, 1);
+	dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_REMOTE, len);
+	*from_source = true;
+	return 0;
+}
+
+/*
+ * Lands f with rc (its blob already set when rc is 0): its waiters take
+ * their bytes now.  A failed flight leaves the list at once; a good one
+ * stays listed (so a reader arriving meanwhile joins it rather than read the
+ * source again) until its offer to the cache is done (settle).  Lock held,
+ * and a reference of the caller's.
+ */
+static void land(struct dlc_blocks *blocks, struct block_flight *f, int rc)
+{
+	f->rc = rc;
+	f->landed = true;
+	if (rc < 0)
+		unlist_held(blocks, f);
+	pthread_cond_broadcast(&blocks->landed);
+}
+
+/* After the offer of a landed flight: a reader's own flight, or readahead
+ * nobody waits for any more, leaves the list; staged readahead stays. */
+static void settle(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	if (!f->ahead || !f->owner)
+		unlist_held(blocks, f);
+}
+
+/* Offers a block just read from the source to the cache, then settles its
+ * flight and drops the reference the caller held for it. */
+static void offer_and_settle(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	if (blocks->cache)
+		(void)dlc_cache_block_offer(blocks->cache, f->ino, f->index, f->blob->data, f->blob->size);
+	pthread_mutex_lock(&blocks->lock);
+	settle(blocks, f);
+	put_flight(f);
+	pthread_mutex_unlock(&blocks->lock);
+}
+
+static void run_offer(void *arg)
+{
+	struct block_flight *f = arg;
+
+	offer_and_settle(f->blocks, f);
+}
+
+/* The pool stops (unmount): the offer still runs, on the stopping thread,
+ * so that blocks read before the unmount are cached as after it. */
+static void drop_offer(void *arg)
+{
+	struct block_flight *f = arg;
+
+	offer_and_settle(f->blocks, f);
+}
+
+/* Block index of the reader's file, one flight per block: one blob
+ * reference in *out, or -errno. */
+static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob **out)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	bool from_source = false;
+	struct block_flight *f;
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&blocks->lock);
+	f = find_flight(blocks, reader->ino, index);
+	if (f) {
+		bool ahead = f->ahead;
+
+		f->refs++;
+		while (!f->landed)
+			pthread_cond_wait(&blocks->landed, &blocks->lock);
+		rc = f->rc;
+		if (rc == 0 && f->blob)
+			*out = dlc_blob_get(f->blob);
+		if (ahead)
+			unlist_held(blocks, f); /* taken: the reader holds it now */
+		put_flight(f);
+		/* A readahead that failed (no room, the source) must not fail
+		 * the reader: it reads the block itself, below. */
+		if (!(ahead && rc < 0)) {
+			pthread_mutex_unlock(&blocks->lock);
+			return *out || rc < 0 ? rc : -EIO;
+		}
+		f = find_flight(blocks, reader->ino, index);
+		if (f) {
+			/* Another reader took over meanwhile: one wait more. */
+			f->refs++;
+			while (!f->landed)
+				pthread_cond_wait(&blocks->landed, &blocks->lock);
+			rc = f->rc;
+			if (rc == 0 && f->blob)
+				*out = dlc_blob_get(f->blob);
+			if (f->ahead)
+				unlist_held(blocks, f);
+			put_flight(f);
+			pthread_mutex_unlock(&blocks->lock);
+			return *out || rc < 0 ? rc : -EIO;
+		}
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		pthread_mutex_unlock(&blocks->lock);
+		return -ENOMEM;
+	}
+	f->ino = reader->ino;
+	f->index = index;
+	f->blocks = blocks;
+	f->refs = 2;            /* the list's and ours */
+	f->listed = true;
+	f->next = blocks->flights;
+	blocks->flights = f;
+	pthread_mutex_unlock(&blocks->lock);
+
+	f->blob = blob_new(blocks, block_len(reader, index), true);
+	rc = f->blob ? load_block(reader, index, f->blob, &from_source) : -ENOMEM;
+
+	pthread_mutex_lock(&blocks->lock);
+	land(blocks, f, rc);
+	if (rc == 0)
+		*out = dlc_blob_get(f->blob);
+	if (rc < 0 || !from_source) {
+		settle(blocks, f);
+		put_flight(f);
+		pthread_mutex_unlock(&blocks->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&blocks->lock);
+	/* The reader is answered first; the cache write runs on the pool. */
+	{
+		struct dlc_pool_job job = { run_offer, drop_offer, f };
+
+		if (!blocks->pool || dlc_pool_submit(blocks->pool, &job) < 0)
+			offer_and_settle(blocks, f);
+	}
+	return 0;
+}
+
+static void reader_put(struct dlc_block_reader *reader)
+{
+	if (atomic_fetch_sub(&reader->refs, 1) != 1)
+		return;
+	for (int i = 0; i < HELD_BLOCKS; i++)
+		dlc_blob_put(reader->held[i]);
+	if (reader->fd >= 0)
+		close(reader->fd);
+	if (reader->file)
+		dlc_backend_close(reader->blocks->backend, reader->file);
+	pthread_mutex_destroy(&reader->lock);
+	free(reader);
+}
+
+/* Forgets the reader's staged blocks (reset or close). */
+static void drop_staged(struct dlc_block_reader *reader)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	struct block_flight *f, *next;
+
+	pthread_mutex_lock(&blocks->lock);
+	for (f = blocks->flights; f; f = next) {
+		next = f->next;
+		if (f->owner != reader)
+			continue;
+		f->owner = NULL;
+		if (f->landed)
+			unlist(blocks, f);
+	}
+	pthread_mutex_unlock(&blocks->lock);
+}
+
+struct ahead_job {
+	struct dlc_block_reader *reader;        /* one reference */
+	struct block_flight *flight;            /* one reference */
+};
+
+/*
+ * A readahead fetch.  Its buffer is taken now, not when it was queued, so
+ * that queued fetches hold no memory: at most one block per pool thread is
+ * being read ahead at any time, plus what is staged.  No room in the budget
+ * (or the reader gone): nothing is read, and the reader reads the block
+ * itself if it gets there.
+ */
+static void run_ahead(void *arg)
+{
+	struct ahead_job *job = arg;
+	struct dlc_block_reader *reader = job->reader;
+	struct dlc_blocks *blocks = reader->blocks;
+	struct block_flight *f = job->flight;
+	bool from_source = false, wanted;
+	int rc = -ENOMEM;
+
+	pthread_mutex_lock(&blocks->lock);
+	wanted = f->owner != NULL;
+	pthread_mutex_unlock(&blocks->lock);
+	if (wanted)
+		f->blob = blob_new(blocks, block_len(reader, f->index), false);
+	if (f->blob)
+		rc = load_block(reader, f->index, f->blob, &from_source);
+	if (rc == 0)
+		dlc_stats_add(blocks->stats, DLC_STAT_READAHEADS, 1);
+	pthread_mutex_lock(&blocks->lock);
+	land(blocks, f, rc);
+	if (rc < 0 || !from_source) {
+		settle(blocks, f);
+		put_flight(f);
+		pthread_mutex_unlock(&blocks->lock);
+	} else {
+		pthread_mutex_unlock(&blocks->lock);
+		offer_and_settle(blocks, f);
+	}
+	reader_put(reader);
+	free(job);
+}
+
+static void drop_ahead(void *arg)
+{
+	struct ahead_job *job = arg;
+	struct dlc_blocks *blocks = job->reader->blocks;
+
+	pthread_mutex_lock(&blocks->lock);
+	land(blocks, job->flight, -ESHUTDOWN);
+	put_flight(job->flight);
+	pthread_mutex_unlock(&blocks->lock);
+	reader_put(job->reader);
+	free(job);
+}
+
+/*
+ * Flies block index ahead of the reader unless the cache holds it or it is
+ * in flight.  False when the budget has no room for it (try later).
+ */
+static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	struct dlc_pool_job pool_job;
+	struct ahead_job *job;
+	struct block_flight *f;
+
+	/* A block checked in this mount is read from its file; one cached but
+	 * not yet checked is worth reading ahead (its check reads it whole). */
+	if (blocks->cache && dlc_cache_block_checked(blocks->cache, reader->ino, index))
+		return true;
+	if (blocks->budget && !dlc_budget_has_room(blocks->budget, block_len(reader, index),
+						   blocks->budget->limit / 2))
+		return false;
+	job = malloc(sizeof(*job));
+	f = calloc(1, sizeof(*f));
+	if (!job || !f) {
+		free(job);
+		free(f);
+		return false;
+	}
+	pthread_mutex_lock(&blocks->lock);
+	if (find_flight(blocks, reader->ino, index)) {
+		pthread_mutex_unlock(&blocks->lock);
+		free(job);
+		free(f);
+		return true;
+	}
+	*f = (struct block_flight) { .ino = reader->ino, .index = index, .refs = 2, .listed = true,
+				     .ahead = true, .owner = reader, .blocks = blocks,
+				     .next = blocks->flights };
+	blocks->flights = f;
+	pthread_mutex_unlock(&blocks->lock);
+	atomic_fetch_add(&reader->refs, 1);
+	*job = (struct ahead_job) { reader, f };
+	pool_job = (struct dlc_pool_job) { run_ahead, drop_ahead, job };
+	if (dlc_pool_submit(blocks->pool, &pool_job) < 0)
+		drop_ahead(job);
+	return true;
+}
+
+/*
+ * Watches the reader's offsets (see the readahead paragraph above) and
+ * flies the blocks of its window that are not flown yet.
+ */
+static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t last)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	uint32_t from, to;
+	bool sequential;
+
+	pthread_mutex_lock(&reader->lock);
+	sequential = (uint64_t)first + 2 >= reader->next_index && first <= reader->next_index + 1;
+	if (!sequential) {
+		bool had_window = reader->window > 0;
+
+		reader->advances = 0;
+		reader->window = 0;
+		reader->ahead_until = 0;
+		reader->next_index = last + 1;
+		pthread_mutex_unlock(&reader->lock);
+		if (had_window)
+			drop_staged(reader);
+		return;
+	}
+	if (last + 1 > reader->next_index) {
+		reader->advances += last + 1 - reader->next_index;
+		reader->next_index = last + 1;
+		if (reader->advances >= 2 && blocks->readahead_blocks) {
+			reader->window = reader->window ? reader->window * 2 : 2;
+			if (reader->window > blocks->readahead_blocks)
+				reader->window = blocks->readahead_blocks;
+		}
+	}
+	from = reader->ahead_until > reader->next_index ? reader->ahead_until : reader->next_index;
+	to = reader->next_index + reader->window;
+	if (to > reader->nblocks)
+		to = reader->nblocks;
+	if (from < to)
+		reader->ahead_until = to;
+	pthread_mutex_unlock(&reader->lock);
+
+	for (uint32_t i = from; i < to; i++) {
+		if (!fly_ahead(reader, i)) {
+			/* No room in the budget now: the next read tries again. */
+			pthread_mutex_lock(&reader->lock);
+			if (reader->ahead_until > i)
+				reader->ahead_until = i;
+			pthread_mutex_unlock(&reader->lock);
+			break;
+		}
+	}
+}
+
+static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index);
+static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob);
+
+/* Copies [off, off + len) of block index from the reader's memory, a landed
+ * readahead, or its checked cache file; false when none has it. */
+static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *dst, uint64_t off,
+			size_t len)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	bool served = false;
+	int fd;
+
+	pthread_mutex_lock(&reader->lock);
+	for (int i = 0; i < HELD_BLOCKS; i++) {
+		if (reader->held[i] && reader->held_index[i] == index) {
+			memcpy(dst, reader->held[i]->data + off, len);
+			served = true;
+			break;
+		}
+	}
+	if (!served) {
+		/* Readahead landed for this block: take it (it was read and
+		 * checked once already; reading its cache file again would
+		 * read it twice). */
+		struct dlc_blob *blob = take_landed(reader, index);
+
+		if (blob) {
+			memcpy(dst, blob->data + off, len);
+			pthread_mutex_unlock(&reader->lock);
+			hold(reader, index, blob);
+			return true;
+		}
+	}
+	if (!served && blocks->cache) {
+		if (reader->fd < 0 || reader->fd_index != index) {
+			fd = dlc_cache_block_open_checked(blocks->cache, reader->ino, index);
+			if (fd >= 0) {
+				if (reader->fd >= 0)
+					close(reader->fd);
+				reader->fd = fd;
+				reader->fd_index = index;
+				dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_HITS, 1);
+			}
+		}
+		if (reader->fd >= 0 && reader->fd_index == index) {
+			size_t done = 0;
+
+			while (done < len) {
+				ssize_t n = pread(reader->fd, dst + done, len - done, (off_t)(off + done));
+
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					break;
+				done += (size_t)n;
+			}
+			served = done == len;
+			if (served)
+				dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_CACHE, len);
+			else {
+				/* Gone or cut behind us: the flight path checks it again. */
+				close(reader->fd);
+				reader->fd = -1;
+			}
+		}
+	}
+	pthread_mutex_unlock(&reader->lock);
+	return served;
+}
+
+/* Keeps blob (taken) as the reader's newest block in memory. */
+static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob)
+{
+	struct dlc_blob *old;
+
+	pthread_mutex_lock(&reader->lock);
+	old = reader->held[HELD_BLOCKS - 1];
+	for (int i = HELD_BLOCKS - 1; i > 0; i--) {
+		reader->held[i] = reader->held[i - 1];
+		reader->held_index[i] = reader->held_index[i - 1];
+	}
+	reader->held[0] = blob;
+	reader->held_index[0] = index;
+	pthread_mutex_unlock(&reader->lock);
+	dlc_blob_put(old);
+}
+
+int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_reader **out)
+{
+	const struct dlc_node *node = dlc_snapshot_node(blocks->snapshot, ino);
+	struct dlc_block_reader *reader;
+
+	*out = NULL;
+	if (!node)
+		return -ENOENT;
+	reader = calloc(1, sizeof(*reader));
+	if (!reader)
+		return -ENOMEM;
+	atomic_init(&reader->refs, 1);
+	reader->blocks = blocks;
+	reader->ino = ino;
+	reader->size = node->size;
+	reader->nblocks = (uint32_t)((node->size + blocks->block_size - 1) / blocks->block_size);
+	reader->fd = -1;
+	pthread_mutex_init(&reader->lock, NULL);
+	if (blocks->cache) {
+		dlc_cache_consume(blocks->cache, ino);
+		dlc_cache_hit(blocks->cache, ino);      /* a no-op unless cached */
+	}
+	*out = reader;
+	return 0;
+}
+
+ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	uint64_t end, pos;
+	uint32_t first, last;
+
+	if (off >= reader->size || len == 0)
+		return 0;
+	end = reader->size - off < len ? reader->size : off + len;
+	first = (uint32_t)(off / blocks->block_size);
+	last = (uint32_t)((end - 1) / blocks->block_size);
+	note_read(reader, first, last);
+	for (pos = off; pos < end;) {
+		uint32_t index = (uint32_t)(pos / blocks->block_size);
+		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
+		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
+		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
+		struct dlc_blob *blob;
+		int rc;
+
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			rc = get_block(reader, index, &blob);
+			if (rc < 0)
+				return rc == -ENOMEM ? -ENOMEM : -EIO;
+			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
+			hold(reader, index, blob);
+		}
+		pos += n;
+	}
+	return (ssize_t)(end - off);
+}
+
+/* A landed flight of block index, taken without waiting; NULL if none. */
+static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	struct dlc_blob *blob = NULL;
+	struct block_flight *f;
+
+	pthread_mutex_lock(&blocks->lock);
+	f = find_flight(blocks, reader->ino, index);
+	if (f && f->landed && f->rc == 0 && f->blob) {
+		blob = dlc_blob_get(f->blob);
+		if (f->ahead)
+			unlist(blocks, f);      /* taken: the reader holds it now */
+	}
+	pthread_mutex_unlock(&blocks->lock);
+	return blob;
+}
+
+bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off,
+			 ssize_t *count)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	uint64_t end, pos;
+
+	if (off >= reader->size || len == 0) {
+		*count = 0;
+		return true;
+	}
+	end = reader->size - off < len ? reader->size : off + len;
+	note_read(reader, (uint32_t)(off / blocks->block_size), (uint32_t)((end - 1) / blocks->block_size));
+	for (pos = off; pos < end;) {
+		uint32_t index = (uint32_t)(pos / blocks->block_size);
+		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
+		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
+		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
+
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			struct dlc_blob *blob = take_landed(reader, index);
+
+			if (!blob)
+				return false;
+			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
+			hold(reader, index, blob);
+		}
+		pos += n;
+	}
+	*count = (ssize_t)(end - off);
+	return true;
+}
+
+void dlc_blocks_close(struct dlc_block_reader *reader)
+{
+	if (!reader)
+		return;
+	drop_staged(reader);
+	reader_put(reader);
+}

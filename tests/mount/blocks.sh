@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Files larger than cache_max_file, cached by blocks (src/read/blocks.c,
+# src/cache/cache_blocks.c): bytes identical under sequential, random,
+# parallel and mmap reads; a cached file read at random costs no source
+# read; a corrupted block is refetched and counted; kill -9 mid-stream then
+# a remount serves only correct bytes; the disk stays within cache_size.
+. "$(dirname "$0")/lib.sh"
+
+# Three shards of 12 MiB + 5 bytes (a short last block), 1 MiB blocks.
+mkdir -p "$SRC/shards"
+for i in 0 1 2; do
+	head -c $((12 * 1024 * 1024 + 5)) /dev/urandom >"$SRC/shards/s$i.tfrecord"
+done
+SHARD_BYTES=$((12 * 1024 * 1024 + 5))
+BLOCKS="cache_max_file=256K,block_size=1M,readahead_max=8M"
+
+# compare_ranges FILE COUNT SIZE [THREADS]: COUNT reads of SIZE bytes at
+# random offsets (some across block boundaries and the end), from THREADS
+# threads sharing one descriptor, each compared with the source.
+compare_ranges() {
+	python3 - "$MNT/shards/$1" "$SRC/shards/$1" "$2" "$3" "${4:-1}" <<'PY'
+import os, random, sys, threading
+mnt, src, count, size, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+length = os.path.getsize(src)
+fd = os.open(mnt, os.O_RDONLY)
+ref = open(src, "rb").read()
+bad = []
+def worker(seed):
+    rng = random.Random(seed)
+    for _ in range(count // threads):
+        off = rng.randrange(0, length + 10)
+        got = os.pread(fd, size, off)
+        if got != ref[off:off + size]:
+            bad.append(off)
+ts = [threading.Thread(target=worker, args=(s,)) for s in range(threads)]
+for t in ts: t.start()
+for t in ts: t.join()
+os.close(fd)
+if bad:
+    sys.exit("%d reads differ from the source, first at offset %d" % (len(bad), bad[0]))
+PY
+}
+
+cache_files_bytes() {
+	find "$CACHE/data" "$CACHE/tmp" -type f -printf '%s\n' 2>/dev/null |
+		awk '{s += int(($1 + 4095) / 4096) * 4096} END {print s + 0}'
+}
+
+test_sequential_random_parallel_and_mmap_reads_give_the_sources_bytes() {
+	start_daemon "$BLOCKS,cache_size=100M"
+	cmp "$MNT/shards/s0.tfrecord" "$SRC/shards/s0.tfrecord" || fail "sequential read differs"
+	[ "$(stat_value readaheads)" -gt 0 ] || fail "a sequential reader got no readahead"
+	expect_eq "blocks of s0 cached" "$(stat_value block_admissions)" 13
+	compare_ranges s1.tfrecord 300 70000 || fail "random reads differ"
+	compare_ranges s2.tfrecord 400 200000 4 || fail "parallel reads differ"
+	python3 - "$MNT/shards/s2.tfrecord" "$SRC/shards/s2.tfrecord" <<'PY' || fail "mmap read differs"
+import mmap, sys
+with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    assert m[:] == g.read(), "mmap bytes differ"
+PY
+	# Four readers streaming the same shard at once share its blocks.
+	local r readers=()
+	for r in 1 2 3 4; do
+		cmp "$MNT/shards/s1.tfrecord" "$SRC/shards/s1.tfrecord" &
+		readers+=($!)
+	done
+	for r in "${readers[@]}"; do wait "$r" || fail "a parallel stream differs"; done
+	expect_eq "remote errors" "$(stat_value remote_errors)" 0
+}
+
+test_random_4k_reads_in_a_cached_file_make_no_source_reads() {
+	start_daemon "$BLOCKS,cache_size=100M"
+	cat "$MNT/shards/s0.tfrecord" >/dev/null
+	stop_daemon
+	# A new mount: every block is checked on its first use, then read by range.
+	start_daemon "$BLOCKS,cache_size=100M"
+	drop_caches
+	compare_ranges s0.tfrecord 2000 4096 || fail "random 4 KiB reads differ"
+	compare_ranges s0.tfrecord 2000 4096 2 || fail "random 4 KiB reads from two threads differ"
+	expect_eq "source reads" "$(stat_value remote_ops.read)" 0
+	expect_eq "block misses" "$(stat_value block_misses)" 0
+	[ "$(stat_value block_hits)" -ge 13 ] || fail "only $(stat_value block_hits) block hits"
+}
+
+test_a_corrupted_block_is_refetched_and_counted() {
+	ALLOWED_LOG='cached block .* dropped'
+	start_daemon "$BLOCKS,cache_size=100M"
+	cat "$MNT/shards/s0.tfrecord" >/dev/null
+	stop_daemon
+	# Flip one byte in the middle of one full block file.
+	local victim
+	victim=$(find "$CACHE/data" -type f -size 1048576c | head -n 1)
+	[ -n "$victim" ] || fail "no block file in the cache"
+	printf '\xff' | dd of="$victim" bs=1 seek=4242 conv=notrunc status=none
+	start_daemon "$BLOCKS,cache_size=100M"
+	drop_caches
+	cmp "$MNT/shards/s0.tfrecord" "$SRC/shards/s0.tfrecord" || fail "bytes differ after a corrupted block"
+	expect_eq "corrupt" "$(stat_value corrupt)" 1
+	expect_eq "blocks refetched" "$(stat_value block_misses)" 1
+	expect_eq "block written again" "$(stat_value block_admissions)" 1
+}
+
+test_kill_9_mid_stream_then_remount_serves_only_correct_bytes() {
+	ALLOWED_LOG='cached block .* dropped'
+	local r readers=() i
+	start_daemon "$BLOCKS,cache_size=100M,source_delay=5ms,source_bw=5M"
+	for r in 0 1 2; do
+		cat "$MNT/shards/s$r.tfrecord" >/dev/null 2>&1 &
+		readers+=($!)
+	done
+	# 36 MiB at 5 MB/s take about 7 s: kill once a few blocks are written
+	# and the index has committed them (it commits every second).
+	for i in $(seq 1 100); do
+		[ "$(stat_value block_admissions)" -ge 3 ] && break
+		sleep 0.1
+	done
+	sleep 1.5
+	kill -9 "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null || true
+	DAEMON_PID=
+	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+	for r in "${readers[@]}"; do wait "$r" 2>/dev/null || true; done
+	: >"$LOG"
+	start_daemon "$BLOCKS,cache_size=100M"
+	local reused
+	reused=$(stat_value cache.entries)
+	drop_caches
+	for r in 0 1 2; do
+		cmp "$MNT/shards/s$r.tfrecord" "$SRC/shards/s$r.tfrecord" || fail "s$r differs after kill -9"
+	done
+	[ "$reused" -gt 0 ] || fail "nothing was cached before kill -9: the test killed too early"
+	[ "$(stat_value block_misses)" -gt 0 ] || fail "every block was cached before kill -9: the test killed too late"
+	echo "files reused after kill -9: $reused, block hits $(stat_value block_hits), misses $(stat_value block_misses)"
+}
+
+test_the_disk_stays_within_capacity_with_blocks() {
+	# Room for two of the three shards, LRU: every new shard evicts one,
+	# while four readers stream them; a watcher sums the cache files as in
+	# capacity.sh (only files seen in two scans in a row count).
+	local limit=$((25 * 1024 * 1024 + 2 * 4096))
+	start_daemon "$BLOCKS,cache_size=$limit,policy=lru"
+	python3 - "$CACHE" "$limit" >"$WORK/watch" <<'PY' &
+import os, sys, time
+cache, limit = sys.argv[1], int(sys.argv[2])
+peak = samples = 0
+stop = time.time() + 120
+dirs = [os.path.join(cache, "tmp")] + [os.path.join(cache, "data", "%02x" % i) for i in range(256)]
+previous = {}
+while time.time() < stop and not os.path.exists(os.path.join(cache, "..", "stop-watch")):
+    seen = {}
+    for d in dirs:
+        try:
+            for e in os.scandir(d):
+                try:
+                    st = e.stat()
+                except FileNotFoundError:
+                    continue
+                seen[(st.st_ino, st.st_ctime_ns)] = (st.st_size + 4095) // 4096 * 4096
+        except FileNotFoundError:
+            pass
+    total = sum(size for key, size in seen.items() if key in previous)
+    previous = seen
+    peak = max(peak, total)
+    samples += 1
+print(peak, samples)
+PY
+	local watcher=$! r readers=()
+	for r in 1 2 3 4; do
+		python3 - "$MNT/shards" "$SRC/shards" "$r" <<'PY' &
+import os, random, sys
+mnt, src, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(seed)
+for _ in range(3):
+    names = sorted(os.listdir(src))
+    rng.shuffle(names)
+    for n in names:
+        if open(os.path.join(mnt, n), "rb").read() != open(os.path.join(src, n), "rb").read():
+            sys.exit("%s differs" % n)
+PY
+		readers+=($!)
+	done
+	for r in "${readers[@]}"; do wait "$r" || fail "a reader failed"; done
+	touch "$WORK/stop-watch"
+	wait "$watcher"
+	local peak samples
+	read -r peak samples <"$WORK/watch"
+	[ "$samples" -ge 5 ] || fail "the watcher took only $samples samples"
+	[ "$peak" -le "$limit" ] || fail "the cache files reached $peak bytes, over $limit"
+	[ "$(cache_files_bytes)" -le "$limit" ] || fail "cache files exceed cache_size at the end"
+	[ "$(stat_value evictions)" -gt 0 ] || fail "no eviction: the test did not churn"
+	[ "$(stat_value cache.bytes)" -le "$limit" ] || fail "charged bytes over cache_size"
+	echo "peak $peak bytes over $samples samples, $(stat_value evictions) evictions"
+}
+
+test_freeze_fills_once_then_keeps_the_shards_it_holds() {
+	# Room for one shard and a half: the first shard read is admitted whole
+	# (its blocks as they come), the others bypass; a second pass hits it.
+	start_daemon "$BLOCKS,cache_size=20M,policy=freeze"
+	cat "$MNT/shards/s0.tfrecord" "$MNT/shards/s1.tfrecord" "$MNT/shards/s2.tfrecord" >/dev/null
+	expect_eq "entries" "$(stat_value cache.entries)" 1
+	local misses
+	misses=$(stat_value block_misses)
+	drop_caches
+	cmp "$MNT/shards/s0.tfrecord" "$SRC/shards/s0.tfrecord" || fail "s0 differs"
+	expect_eq "no source read for the cached shard" "$(stat_value block_misses)" "$misses"
+}
+
+test_a_scored_shard_displaces_a_less_important_one() {
+	# importance: one shard fits; s1 scored above s0 takes its place once
+	# s0 has been read in this pass.
+	start_daemon "$BLOCKS,cache_size=20M,policy=importance"
+	expect_eq "scores" "$(control $'0.1 shards/s0.tfrecord\n0.9 shards/s1.tfrecord\n')" ok
+	cat "$MNT/shards/s0.tfrecord" >/dev/null
+	expect_eq "s0 cached" "$(grep -c s0 "$MNT/.cached")" 1
+	cat "$MNT/shards/s1.tfrecord" >/dev/null
+	expect_eq "s1 cached" "$(grep -c s1 "$MNT/.cached")" 1
+	expect_eq "s0 evicted" "$(grep -c s0 "$MNT/.cached" || true)" 0
+	[ "$(cache_files_bytes)" -le $((20 * 1024 * 1024)) ] || fail "cache files exceed cache_size"
+	cmp "$MNT/shards/s1.tfrecord" "$SRC/shards/s1.tfrecord" || fail "s1 differs"
+}
+
+run_tests

@@ -75,8 +75,10 @@ test_bytes_identical_and_no_list_or_head_after_mount() {
 	expect_eq "remote errors" "$(stat_value remote_ops.errors)" 0
 }
 
+# A file over cache_max_file is read by ranged GETs, cached by blocks, and
+# then served from them: a second read sends no request.
 test_large_file_by_ranges() {
-	mount_s3 "cache_max_file=1M"
+	mount_s3 "cache_max_file=1M,block_size=1M"
 	fake_s3 POST /_fake/clear
 	cmp "$MNT/five_mib.bin" "$DATA/five_mib.bin" || fail "5 MiB file read by ranges"
 	python3 - "$MNT/five_mib.bin" "$DATA/five_mib.bin" <<'PY' || fail "random ranges differ"
@@ -92,6 +94,17 @@ for _ in range(50):
 PY
 	[ "$(fake_s3_count GET)" -gt 1 ] || fail "a file over cache_max_file was read in one GET"
 	expect_eq "HEAD requests" "$(fake_s3_count HEAD)" 0
+	cat "$MNT/five_mib.bin" >/dev/null     # every block read once
+	for _ in $(seq 1 100); do                 # blocks are written after they are served
+		[ "$(stat_value block_admissions)" -ge 6 ] && break
+		sleep 0.05
+	done
+	expect_eq "blocks of five_mib.bin (5 MiB + 123 bytes) admitted" "$(stat_value block_admissions)" 6
+	fake_s3 POST /_fake/clear
+	drop_caches
+	cmp "$MNT/five_mib.bin" "$DATA/five_mib.bin" || fail "5 MiB file read from its blocks"
+	expect_eq "GET requests for a file cached by blocks" "$(fake_s3_count GET)" 0
+	[ "$(stat_value block_hits)" -ge 6 ] || fail "the second read was not served by blocks"
 }
 
 test_object_replaced_mid_run_fails_that_read_only() {

@@ -184,17 +184,17 @@ load:
 	 * source; one the user named is refused.  A packed directory carries its
 	 * snapshot and may be copied anywhere.
 	 */
-	if (strcmp(dlc_snapshot_source(*snapshot), opts->source) != 0 &&
+	if (strcmp(dlc_snapshot_source(*snapshot), backend->source) != 0 &&
 	    !snapshot_in_source(opts) && !dlc_snapshot_packed(*snapshot)) {
 		if (opts->snapshot_default && !built) {
 			dlc_log(DLC_LOG_INFO, "the snapshot in %s was built from %s; building one of %s",
-				opts->cache_dir, dlc_snapshot_source(*snapshot), opts->source);
+				opts->cache_dir, dlc_snapshot_source(*snapshot), backend->source);
 			dlc_snapshot_free(*snapshot);
 			*snapshot = NULL;
 			goto build;
 		}
 		dlc_cause_set(cause, "snapshot %s was built from %s, not from %s; build one of this source with dlcache snapshot %s -o FILE, or add -o refresh to rebuild it",
-			      opts->snapshot, dlc_snapshot_source(*snapshot), opts->source, opts->source);
+			      opts->snapshot, dlc_snapshot_source(*snapshot), backend->source, opts->source);
 		dlc_snapshot_free(*snapshot);
 		*snapshot = NULL;
 		return -EINVAL;
@@ -345,7 +345,7 @@ static int cmd_mount(int argc, char **argv)
 	if (rc < 0)
 		goto out;
 	/* A cache_dir reused for another source drops what it held. */
-	rc = dlc_store_claim(store, opts.source, &dropped);
+	rc = dlc_store_claim(store, backend->source, &dropped);
 	if (rc < 0) {
 		dlc_cause_set(&cause, "cannot record the source in the cache index of %s (%s); check the cache disk, or use another cache_dir",
 			      opts.cache_dir, strerror(-rc));

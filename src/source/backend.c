@@ -76,6 +76,22 @@ int dlc_backend_create(const char *source, const struct dlc_backend_config *conf
 		rc = dlc_backend_posix_create(source, config, backend, cause);
 	if (rc < 0)
 		goto err_free_source;
+	/*
+	 * The source's identity, recorded in snapshots and in the cache index:
+	 * the same bucket and prefix on another S3 endpoint is another dataset,
+	 * so the endpoint is part of it.
+	 */
+	if (dlc_s3_source_matches(source) && config->s3_endpoint && *config->s3_endpoint) {
+		char *named;
+
+		if (asprintf(&named, "%s at %s", source, config->s3_endpoint) < 0) {
+			backend->ops->destroy(backend->priv);
+			rc = -ENOMEM;
+			goto err_free_source;
+		}
+		free(backend->source);
+		backend->source = named;
+	}
 	/* The NFS and S3 drivers bound their own calls. */
 	if (source[0] == '/') {
 		rc = dlc_backend_deadline_wrap(backend, config->timeout_ns ? config->timeout_ns

@@ -107,6 +107,26 @@ PY
 	[ "$(stat_value block_hits)" -ge 6 ] || fail "the second read was not served by blocks"
 }
 
+# The same bucket and prefix on another endpoint is another dataset: a
+# cache_dir used with the first is not served to the second (its snapshot
+# is rebuilt and its entries dropped), even where paths and sizes agree.
+test_another_endpoint_is_another_source() {
+	local f=train/n00000000/n00000000_0.JPEG other=$WORK/s3other
+	mount_s3
+	cat "$MNT/$f" >/dev/null
+	stop_daemon
+	stop_fake_s3
+	mkdir -p "$other/bucket/data/train/n00000000"
+	head -c "$(stat -c %s "$DATA/$f")" /dev/urandom >"$other/bucket/data/$f"
+	FAKE_S3_PORT= start_fake_s3 "$other" --access-key "$AWS_ACCESS_KEY_ID"
+	start_daemon_from s3://bucket/data "s3_endpoint=$FAKE_S3_URL"
+	cmp "$MNT/$f" "$other/bucket/data/$f" || fail "another endpoint was served the first endpoint's bytes"
+	[ ! -e "$MNT/five_mib.bin" ] || fail "another endpoint shows the first endpoint's tree"
+	stop_daemon
+	stop_fake_s3
+	FAKE_S3_PORT=
+}
+
 test_object_replaced_mid_run_fails_that_read_only() {
 	mount_s3
 	cmp "$MNT/train/n00000000/n00000000_0.JPEG" "$DATA/train/n00000000/n00000000_0.JPEG" ||

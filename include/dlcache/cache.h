@@ -35,6 +35,7 @@ struct dlc_cache_gauges {
 	uint64_t capacity;
 	bool admission;         /* false while the cache disk is full (tried again every 5 s) or failed */
 	uint64_t scores_known;  /* samples with a known importance */
+	uint64_t announced;     /* lines of the announced order held, not yet read (importance) */
 };
 
 /*

@@ -94,6 +94,7 @@ struct dlc_stats_gauges {
 	uint64_t cache_entries;
 	uint64_t cache_capacity;
 	bool admission_enabled;
+	uint64_t cache_announced;      /* announced lines the planner holds, not yet read */
 	bool passthrough;              /* hits may be passthrough opens (libfuse >= 3.17, granted) */
 	uint64_t snapshot_entries;
 	uint64_t snapshot_bytes;       /* sum of file sizes in the dataset */

@@ -581,6 +581,7 @@ void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out)
 	out->capacity = dlc_policy_capacity(cache->policy);
 	out->admission = cache->admission;
 	out->scores_known = cache->scores.known;
+	out->announced = dlc_policy_announced(cache->policy);
 	pthread_mutex_unlock(&cache->lock);
 }
 

@@ -366,6 +366,7 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->cache_entries = cache.entries;
 	g->cache_capacity = cache.capacity;
 	g->admission_enabled = cache.admission;
+	g->cache_announced = cache.announced;
 	g->passthrough = dlc_passthrough_on(fs->passthrough);
 	g->snapshot_entries = dlc_snapshot_count(c->snapshot);
 	g->snapshot_bytes = dlc_snapshot_total_bytes(c->snapshot);

@@ -257,11 +257,14 @@ test_prefetch_stays_a_bounded_window_ahead_of_the_reader() {
 	for i in $(seq -w 0 59); do lines+="prefetch train/c/f$i"$'\n'; done
 	expect_eq "announce 60 files" "$(control "$lines")" ok
 	sleep 1
-	# Nothing read yet: the prefetcher holds at most the window.
+	# Nothing read yet: the prefetcher holds at most the window, and the
+	# planner the whole order.
 	expect_eq "prefetched before the reader starts" "$(stat_value prefetches)" 4
+	expect_eq "announced lines held" "$(stat_value cache.announced)" 60
 	for i in $(seq -w 0 59); do
 		cmp "$MNT/train/c/f$i" "$SRC/train/c/f$i" || fail "bytes of f$i"
 	done
+	expect_eq "announced lines left once all are read" "$(stat_value cache.announced)" 0
 	# A reader that catches up with the window joins the fetch in flight:
 	# every file still comes from the source exactly once.
 	[ "$(stat_value prefetch_hits)" -ge 4 ] || fail "prefetch hits: $(stat_value prefetch_hits)"

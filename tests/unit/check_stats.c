@@ -60,6 +60,7 @@ static struct dlc_stats_gauges sample_gauges(void)
 		.cache_entries = 11000,
 		.cache_capacity = 200ULL << 30,
 		.admission_enabled = true,
+		.cache_announced = 4242,
 		.snapshot_entries = 1281167,
 		.snapshot_bytes = 147897477120ULL,
 		.index_memory = 96 << 20,
@@ -268,9 +269,9 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		lines++;
 		s = end + 1;
 	}
-	/* 4 identity + the counters + 4, remote_ops 9, cache 7, source_reads 5,
+	/* 4 identity + the counters + 4, remote_ops 9, cache 8, source_reads 5,
 	 * memory 6, snapshot 5, lifetime (the counters + 2), the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 7 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 8 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);
@@ -292,7 +293,7 @@ START_TEST(test_every_key_once_per_object)
 			  "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
-		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough" } },
+		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough", "announced" } },
 		{ "source_reads", { "threads", "running", "queued" } },
 		{ "memory", { "limit", "used", "peak", "waits" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
@@ -433,7 +434,8 @@ START_TEST(test_values_and_derived_members)
 	ck_assert_ptr_nonnull(find_member(json, "cache", "admission", line, sizeof(line)));
 	ck_assert_str_eq(line, "    \"admission\": true,");
 	ck_assert_ptr_nonnull(find_member(json, "cache", "passthrough", line, sizeof(line)));
-	ck_assert_str_eq(line, "    \"passthrough\": false");
+	ck_assert_str_eq(line, "    \"passthrough\": false,");
+	ck_assert_uint_eq(member_value(json, "cache", "announced"), 4242);
 	ck_assert_uint_eq(member_value(json, "snapshot", "entries"), 1281167);
 	ck_assert_uint_eq(member_value(json, "snapshot", "index_memory"), 96 << 20);
 	ck_assert_int_eq(json[strlen(json) - 2], '}');

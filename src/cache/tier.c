@@ -463,6 +463,10 @@ static void prune_slice(struct dlc_tier *tier)
 	size_t n;
 
 	pthread_mutex_lock(&tier->health_lock);
+	if (tier->nprune == 0) {
+		pthread_mutex_unlock(&tier->health_lock);
+		return;
+	}
 	n = tier->nprune < PRUNE_SLICE ? tier->nprune : PRUNE_SLICE;
 	tier->nprune -= n;
 	memcpy(slice, tier->prune + tier->nprune, n * sizeof(slice[0]));

@@ -23,6 +23,9 @@ mkdir -p "$SRC" "$MNT"
 
 cleanup() {
 	local rc=$?
+	# Every step runs whatever the one before returned: a hook stopped
+	# early would leave helper processes holding the test's output open.
+	set +e
 	if mountpoint -q "$MNT" 2>/dev/null; then
 		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
 	fi

@@ -163,7 +163,11 @@ test_tier_serves_the_cluster() {
 	expect_eq "memcached extstore losses" "$(tier_sum extstore_lost)" 0
 	expect_eq "corrupt values" "$(tier_sum corrupt)" 0
 	[ "$(tier_sum own_hits)" -le "$(tier_sum hits)" ] || fail "more own-node hits than hits"
-	"$DLCACHE" stat "$WORK/mnt0" --prometheus | grep -q '^dlcache_tier_hits{server="127.0.0.1:' ||
+	# Captured first: grep -q stops at the first match, and under pipefail
+	# the writer's SIGPIPE would fail the pipeline.
+	local prom
+	prom=$("$DLCACHE" stat "$WORK/mnt0" --prometheus)
+	grep -q '^dlcache_tier_hits{server="127.0.0.1:' <<<"$prom" ||
 		fail "dlcache stat --prometheus shows no tier hits per server"
 	stop_nodes
 	stop_memcached_all

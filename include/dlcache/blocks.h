@@ -32,8 +32,13 @@ struct dlc_block_reader;        /* per open file; opaque */
 /* Defaults of block_size= and readahead_max=. */
 #define DLC_DEFAULT_BLOCK_SIZE (4ULL << 20)
 #define DLC_DEFAULT_READAHEAD_MAX (64ULL << 20)
-/* Threads that run readahead fetches. */
+/* Threads that run readahead fetches from the source (a remote source
+ * needs many calls in flight to fill its link). */
 #define DLC_BLOCKS_READAHEAD_THREADS 16
+/* Threads that read cached blocks ahead and write fetched blocks to the
+ * cache: a local disk (measured on this project's VM disk) reads 4 MiB
+ * blocks at 450 MB/s one at a time and 200 MB/s eight at a time. */
+#define DLC_BLOCKS_LOCAL_THREADS 2
 
 /*
  * NULL on ENOMEM.  block_size is a multiple of 4 KiB, readahead_max of

@@ -68,7 +68,9 @@ struct dlc_blocks {
 	struct dlc_budget *budget;
 	uint64_t block_size;
 	uint32_t readahead_blocks;      /* the window's cap, in blocks */
-	struct dlc_pool *pool;          /* readahead fetches */
+	struct dlc_pool *pool;          /* readahead fetches from the source */
+	struct dlc_pool *local;         /* the local disk's work: readahead of cached
+					 * blocks (read and checked) and cache writes */
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when a flight lands */
 	struct block_flight *flights;   /* guarded by lock */
@@ -113,7 +115,8 @@ struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct d
 	if (!blocks || block_size == 0 || block_size % 4096)
 		goto fail;
 	blocks->pool = dlc_pool_create(DLC_BLOCKS_READAHEAD_THREADS);
-	if (!blocks->pool)
+	blocks->local = dlc_pool_create(DLC_BLOCKS_LOCAL_THREADS);
+	if (!blocks->pool || !blocks->local)
 		goto fail;
 	blocks->backend = backend;
 	blocks->snapshot = snapshot;
@@ -128,6 +131,10 @@ struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct d
 		dlc_cache_set_block_size(cache, block_size);
 	return blocks;
 fail:
+	if (blocks) {
+		dlc_pool_stop(blocks->pool, 0);
+		dlc_pool_stop(blocks->local, 0);
+	}
 	free(blocks);
 	return NULL;
 }
@@ -137,6 +144,11 @@ void dlc_blocks_stop(struct dlc_blocks *blocks)
 	if (blocks && blocks->pool) {
 		dlc_pool_stop(blocks->pool, 2000);
 		blocks->pool = NULL;
+	}
+	/* After the source pool: its last offers may still queue here. */
+	if (blocks && blocks->local) {
+		dlc_pool_stop(blocks->local, 2000);
+		blocks->local = NULL;
 	}
 }
 
@@ -356,6 +368,19 @@ static void drop_offer(void *arg)
 	offer_and_settle(f->blocks, f);
 }
 
+/*
+ * Offers landed flight f's bytes to the cache on the local pool, so that
+ * the thread that read them from the source goes on to the next read and
+ * cache writes do not crowd the disk (see DLC_BLOCKS_LOCAL_THREADS).
+ */
+static void offer_later(struct dlc_blocks *blocks, struct block_flight *f)
+{
+	struct dlc_pool_job job = { run_offer, drop_offer, f };
+
+	if (!blocks->local || dlc_pool_submit(blocks->local, &job) < 0)
+		offer_and_settle(blocks, f);
+}
+
 /* Block index of the reader's file, one flight per block: one blob
  * reference in *out, or -errno. */
 static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob **out)
@@ -430,13 +455,8 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 		return rc;
 	}
 	pthread_mutex_unlock(&blocks->lock);
-	/* The reader is answered first; the cache write runs on the pool. */
-	{
-		struct dlc_pool_job job = { run_offer, drop_offer, f };
-
-		if (!blocks->pool || dlc_pool_submit(blocks->pool, &job) < 0)
-			offer_and_settle(blocks, f);
-	}
+	/* The reader is answered first. */
+	offer_later(blocks, f);
 	return 0;
 }
 
@@ -510,7 +530,7 @@ static void run_ahead(void *arg)
 		pthread_mutex_unlock(&blocks->lock);
 	} else {
 		pthread_mutex_unlock(&blocks->lock);
-		offer_and_settle(blocks, f);
+		offer_later(blocks, f);
 	}
 	reader_put(reader);
 	free(job);
@@ -569,7 +589,10 @@ static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
 	atomic_fetch_add(&reader->refs, 1);
 	*job = (struct ahead_job) { reader, f };
 	pool_job = (struct dlc_pool_job) { run_ahead, drop_ahead, job };
-	if (dlc_pool_submit(blocks->pool, &pool_job) < 0)
+	/* A block the cache holds is read from the local disk, which serves
+	 * a few streams faster than many; others wait on the source. */
+	if (dlc_pool_submit(blocks->cache && dlc_cache_block_contains(blocks->cache, reader->ino, index)
+			    ? blocks->local : blocks->pool, &pool_job) < 0)
 		drop_ahead(job);
 	return true;
 }

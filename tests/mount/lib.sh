@@ -183,15 +183,18 @@ except OSError as e:
 PY
 }
 
+# run_tests: runs every test_* function; "ok NAME (N s)" names the slow ones
+# in CI logs.
 run_tests() {
-	local t
+	local t start
 	for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		echo "== $t"
+		start=$SECONDS
 		"$t"
 		if mountpoint -q "$MNT"; then
 			stop_daemon
 		fi
 		rm -rf "$CACHE"
-		echo "ok $t"
+		echo "ok $t ($((SECONDS - start)) s)"
 	done
 }

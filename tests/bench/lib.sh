@@ -16,23 +16,37 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 143" INT TERM   # a killed run still unmounts
 
-# empty_tree DIR N: N empty files with ImageNet-style names in 1000 class
-# directories under DIR/src, built once (DIR/complete marks it done).
-empty_tree() {
-	[ -f "$1/complete" ] && return 0
-	echo "creating $2 empty files in 1000 class directories under $1/src ..."
-	rm -rf "$1/src"
-	python3 - "$1/src" "$2" <<'PY'
-import os, sys
+# imagenet_names ROOT N [MIN MAX]: N files with ImageNet-style names in 1000
+# class directories under ROOT (ROOT/train/nXXXXXXXX/nXXXXXXXX_I.JPEG), empty,
+# or of MIN to MAX random bytes (the same bytes every time).
+imagenet_names() {
+	python3 - "$@" <<'PY'
+import os, random, sys
 root, n = sys.argv[1], int(sys.argv[2])
+sizes = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else None
+rng = random.Random(7)
 per = -(-n // 1000)
 for i in range(n):
     c = i // per
     d = os.path.join(root, "train", "n%08d" % c)
     if i % per == 0:
         os.makedirs(d, exist_ok=True)
-    os.close(os.open(os.path.join(d, "n%08d_%d.JPEG" % (c, i)), os.O_CREAT | os.O_WRONLY, 0o644))
+    path = os.path.join(d, "n%08d_%d.JPEG" % (c, i))
+    if sizes:
+        with open(path, "wb") as f:
+            f.write(rng.randbytes(rng.randint(*sizes)))
+    else:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
 PY
+}
+
+# empty_tree DIR N: N empty files with ImageNet-style names in 1000 class
+# directories under DIR/src, built once (DIR/complete marks it done).
+empty_tree() {
+	[ -f "$1/complete" ] && return 0
+	echo "creating $2 empty files in 1000 class directories under $1/src ..."
+	rm -rf "$1/src"
+	imagenet_names "$1/src" "$2"
 	touch "$1/complete"
 }
 

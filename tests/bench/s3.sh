@@ -26,19 +26,7 @@ DATA=$ROOT/bucket/data
 if [ ! -f "$BENCH_DIR/complete" ]; then
 	echo "creating $OBJECTS objects of 1-4 KiB in 1000 prefixes under $DATA ..."
 	rm -rf "$ROOT"
-	python3 - "$DATA" "$OBJECTS" <<'PY'
-import os, random, sys
-root, n = sys.argv[1], int(sys.argv[2])
-rng = random.Random(7)
-per = -(-n // 1000)
-for i in range(n):
-    c = i // per
-    d = os.path.join(root, "train", "n%08d" % c)
-    if i % per == 0:
-        os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "n%08d_%d.JPEG" % (c, i)), "wb") as f:
-        f.write(rng.randbytes(rng.randint(1024, 4096)))
-PY
+	imagenet_names "$DATA" "$OBJECTS" 1024 4096
 	touch "$BENCH_DIR/complete"
 fi
 

@@ -136,36 +136,12 @@ test_kill_9_mid_stream_then_remount_serves_only_correct_bytes() {
 
 test_the_disk_stays_within_capacity_with_blocks() {
 	# Room for two of the three shards, LRU: every new shard evicts one,
-	# while four readers stream them; a watcher sums the cache files as in
-	# capacity.sh (only files seen in two scans in a row count).
+	# while four readers stream them; a watcher (watch_cache_start in
+	# lib.sh) sums the cache files all through.
 	local limit=$((25 * 1024 * 1024 + 2 * 4096))
 	start_daemon "$BLOCKS,cache_size=$limit,policy=lru"
-	python3 - "$CACHE" "$limit" >"$WORK/watch" <<'PY' &
-import os, sys, time
-cache, limit = sys.argv[1], int(sys.argv[2])
-peak = samples = 0
-stop = time.time() + 120
-dirs = [os.path.join(cache, "tmp")] + [os.path.join(cache, "data", "%02x" % i) for i in range(256)]
-previous = {}
-while time.time() < stop and not os.path.exists(os.path.join(cache, "..", "stop-watch")):
-    seen = {}
-    for d in dirs:
-        try:
-            for e in os.scandir(d):
-                try:
-                    st = e.stat()
-                except FileNotFoundError:
-                    continue
-                seen[(st.st_ino, st.st_ctime_ns)] = (st.st_size + 4095) // 4096 * 4096
-        except FileNotFoundError:
-            pass
-    total = sum(size for key, size in seen.items() if key in previous)
-    previous = seen
-    peak = max(peak, total)
-    samples += 1
-print(peak, samples)
-PY
-	local watcher=$! r readers=()
+	watch_cache_start 120
+	local r readers=()
 	for r in 1 2 3 4; do
 		python3 - "$MNT/shards" "$SRC/shards" "$r" <<'PY' &
 import os, random, sys
@@ -181,16 +157,13 @@ PY
 		readers+=($!)
 	done
 	for r in "${readers[@]}"; do wait "$r" || fail "a reader failed"; done
-	touch "$WORK/stop-watch"
-	wait "$watcher"
-	local peak samples
-	read -r peak samples <"$WORK/watch"
-	[ "$samples" -ge 5 ] || fail "the watcher took only $samples samples"
-	[ "$peak" -le "$limit" ] || fail "the cache files reached $peak bytes, over $limit"
+	watch_cache_stop
+	[ "$WATCH_SAMPLES" -ge 5 ] || fail "the watcher took only $WATCH_SAMPLES samples"
+	[ "$WATCH_PEAK" -le "$limit" ] || fail "the cache files reached $WATCH_PEAK bytes, over $limit"
 	[ "$(cache_files_bytes)" -le "$limit" ] || fail "cache files exceed cache_size at the end"
 	[ "$(stat_value evictions)" -gt 0 ] || fail "no eviction: the test did not churn"
 	[ "$(stat_value cache.bytes)" -le "$limit" ] || fail "charged bytes over cache_size"
-	echo "peak $peak bytes over $samples samples, $(stat_value evictions) evictions"
+	echo "peak $WATCH_PEAK bytes over $WATCH_SAMPLES samples, $(stat_value evictions) evictions"
 }
 
 test_freeze_fills_once_then_keeps_the_shards_it_holds() {

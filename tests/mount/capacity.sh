@@ -24,54 +24,22 @@ test_freeze_fills_once_and_never_evicts() {
 }
 
 test_the_disk_stays_within_capacity_while_the_cache_churns() {
-	# LRU over 4 readers churns the cache; a watcher sums the bytes of the
-	# cache files (data/ and tmp/, as charged: whole 4 KiB blocks) all
-	# through the churn, not only at the end.  One scan of 257 directories
-	# is not one moment (a file deleted early in it and its successor
-	# written late would both count), so only files seen in two scans in a
-	# row count: each existed from its first sighting to its second, and
-	# every such span contains the moment between the scans.  A file is
-	# known by inode and ctime, so a recycled inode is another file.
+	# LRU over 4 readers churns the cache; a watcher (watch_cache_start in
+	# lib.sh) sums the bytes of the cache files all through the churn, not
+	# only at the end.
 	start_daemon "policy=lru,cache_size=400K,threads=8"
-	python3 - "$CACHE" $((400 * 1024)) >"$WORK/watch" <<'PY' &
-import os, sys, time
-cache, limit = sys.argv[1], int(sys.argv[2])
-peak = samples = 0
-stop = time.time() + 60
-dirs = [os.path.join(cache, "tmp")] + [os.path.join(cache, "data", "%02x" % i) for i in range(256)]
-previous = {}
-while time.time() < stop and not os.path.exists(os.path.join(cache, "..", "stop-watch")):
-    seen = {}   # by inode and ctime: a file renamed from tmp/ into data/ counts once
-    for d in dirs:
-        try:
-            for e in os.scandir(d):
-                try:
-                    st = e.stat()
-                except FileNotFoundError:
-                    continue
-                seen[(st.st_ino, st.st_ctime_ns)] = (st.st_size + 4095) // 4096 * 4096
-        except FileNotFoundError:
-            pass
-    total = sum(size for key, size in seen.items() if key in previous)
-    previous = seen
-    peak = max(peak, total)
-    samples += 1
-print(peak, samples)
-PY
-	local watcher=$! r readers=()
+	watch_cache_start 60
+	local r readers=()
 	for r in 1 2 3 4; do
 		{ read_all_shuffled && read_all_shuffled && read_all_shuffled; } >/dev/null &
 		readers+=($!)
 	done
 	for r in "${readers[@]}"; do wait "$r" || fail "a reader failed"; done
-	touch "$WORK/stop-watch"
-	wait "$watcher"
-	local peak samples
-	read -r peak samples <"$WORK/watch"
-	[ "$samples" -ge 20 ] || fail "the watcher took only $samples samples"
-	[ "$peak" -le $((400 * 1024)) ] || fail "the cache files reached $peak bytes during churn, over 409600"
+	watch_cache_stop
+	[ "$WATCH_SAMPLES" -ge 20 ] || fail "the watcher took only $WATCH_SAMPLES samples"
+	[ "$WATCH_PEAK" -le $((400 * 1024)) ] || fail "the cache files reached $WATCH_PEAK bytes during churn, over 409600"
 	[ "$(stat_value evictions)" -gt 50 ] || fail "no churn: $(stat_value evictions) evictions"
-	echo "peak $peak bytes over $samples samples, $(stat_value evictions) evictions"
+	echo "peak $WATCH_PEAK bytes over $WATCH_SAMPLES samples, $(stat_value evictions) evictions"
 }
 
 test_lru_evicts_and_stays_within_capacity() {

@@ -183,15 +183,65 @@ except OSError as e:
 PY
 }
 
+# watch_cache_start SECONDS: in the background, for at most SECONDS or until
+# watch_cache_stop, sums the bytes of the files under $CACHE/tmp and
+# $CACHE/data/XX (as charged: whole 4 KiB blocks), scan after scan.  One scan
+# of 257 directories is not one moment (a file deleted early in it and its
+# successor written late would both count), so only files seen in two scans
+# in a row count: each existed from its first sighting to its second, and
+# every such span contains the moment between the scans.  A file is known by
+# inode and ctime, so a recycled inode is another file, and one renamed from
+# tmp/ into data/ counts once.
+watch_cache_start() {
+	rm -f "$WORK/stop-watch"
+	python3 - "$CACHE" "$1" "$WORK/stop-watch" >"$WORK/watch" <<'PY' &
+import os, sys, time
+cache, seconds, stop_file = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+peak = samples = 0
+stop = time.time() + seconds
+dirs = [os.path.join(cache, "tmp")] + [os.path.join(cache, "data", "%02x" % i) for i in range(256)]
+previous = {}
+while time.time() < stop and not os.path.exists(stop_file):
+    seen = {}
+    for d in dirs:
+        try:
+            for e in os.scandir(d):
+                try:
+                    st = e.stat()
+                except FileNotFoundError:
+                    continue
+                seen[(st.st_ino, st.st_ctime_ns)] = (st.st_size + 4095) // 4096 * 4096
+        except FileNotFoundError:
+            pass
+    total = sum(size for key, size in seen.items() if key in previous)
+    previous = seen
+    peak = max(peak, total)
+    samples += 1
+print(peak, samples)
+PY
+	CACHE_WATCHER=$!
+}
+
+# watch_cache_stop: stops the watcher and sets WATCH_PEAK (the most bytes of
+# one moment) and WATCH_SAMPLES (the scans it made).
+watch_cache_stop() {
+	touch "$WORK/stop-watch"
+	wait "$CACHE_WATCHER" || fail "the cache watcher failed"
+	read -r WATCH_PEAK WATCH_SAMPLES <"$WORK/watch"
+}
+
+# run_tests: runs every test_* function; "ok NAME (N s)" names the slow ones
+# in CI logs.
 run_tests() {
-	local t
+	local t start
 	for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		echo "== $t"
+		start=$SECONDS
 		"$t"
 		if mountpoint -q "$MNT"; then
 			stop_daemon
 		fi
 		rm -rf "$CACHE"
-		echo "ok $t"
+		echo "ok $t ($((SECONDS - start)) s)"
 	done
 }

@@ -38,6 +38,13 @@
  * a chunk-wise reader), and a reader missing a member of a chunk being read
  * is handed its bytes by that read.
  *
+ * One read interface.  Whole files of a tree, members of packed chunks and
+ * blocks of large files are read through one table per mount (struct
+ * source_ops, "The source" below), so the flights, the tier, prefetch and
+ * the budget above it are the same for a tree and a packed source.  Files
+ * larger than max_file, packed or not, are read by blocks.c, which takes
+ * its bytes from the same table (the "block" kind).
+ *
  * INVARIANTS.  fetch->lock guards the flight list, every flight's fields,
  * the plan, the staged files, the reader's position and the stopping flag.
  * Plan entry i (from plan_head) has sequence number plan_head_seq + i.

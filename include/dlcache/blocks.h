@@ -12,6 +12,10 @@
  * readahead_max; a random reader fetches only the blocks it reads.  Every
  * buffer comes from the memory budget; readahead only takes what is free
  * below half of it and never waits.
+ *
+ * blocks.c never opens the source itself: a block's bytes come from a
+ * dlc_block_source (fetch.c's "block" kind), a tree's file by path or a
+ * packed member by range of its chunk, so both are cached alike.
  */
 #ifndef DLCACHE_BLOCKS_H
 #define DLCACHE_BLOCKS_H
@@ -20,13 +24,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "dlcache/backend.h"
 #include "dlcache/budget.h"
 #include "dlcache/cache.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 
 struct dlc_blocks;              /* per mount; opaque */
+
+/*
+ * Where blocks come from.  open() is called once per reader, before its
+ * first source read (0, or -EIO after logging and counting the failure);
+ * read() reads len bytes at off of regular file ino: the count (short
+ * only at the file's end), or -EIO after logging and counting the failure;
+ * it counts the bytes it took from the remote.  read() may run on several
+ * threads at once with the same handle; close() releases the handle of a
+ * reader that opened one.
+ */
+struct dlc_block_source {
+	int (*open)(void *ctx, uint32_t ino, void **handle);
+	ssize_t (*read)(void *ctx, uint32_t ino, void *handle, void *buf, size_t len, uint64_t off);
+	void (*close)(void *ctx, void *handle);
+	void *ctx;
+};
+
 struct dlc_block_reader;        /* per open file; opaque */
 
 /* Defaults of block_size= and readahead_max=. */
@@ -42,10 +62,12 @@ struct dlc_block_reader;        /* per open file; opaque */
 
 /*
  * NULL on ENOMEM.  block_size is a multiple of 4 KiB, readahead_max of
- * block_size or 0 (no readahead); the arguments must outlive it.  Tells the
- * cache the block size (dlc_cache_set_block_size).  budget may be NULL.
+ * block_size or 0 (no readahead); the arguments must outlive it (source is
+ * copied).  Tells the cache the block size (dlc_cache_set_block_size).
+ * budget and cache may be NULL.
  */
-struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
+struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
+				     const struct dlc_snapshot *snapshot,
 				     struct dlc_cache *cache, struct dlc_stats *stats,
 				     struct dlc_budget *budget, uint64_t block_size,
 				     uint64_t readahead_max);

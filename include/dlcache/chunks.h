@@ -45,10 +45,11 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 		      struct dlc_stats *stats, bool whole_chunks, uint64_t max_file,
 		      struct dlc_chunks **out);
 
-/* Closes every chunk handle. */
-/* Draws pass windows and held bytes from budget (budget.h); before serving. */
+/* Draws pass windows and held bytes from budget (budget.h); before serving.
+ * chunks may be NULL (a tree: nothing to do). */
 void dlc_chunks_set_budget(struct dlc_chunks *chunks, struct dlc_budget *budget);
 
+/* Closes every chunk handle. */
 void dlc_chunks_free(struct dlc_chunks *chunks);
 
 /*
@@ -59,9 +60,10 @@ void dlc_chunks_free(struct dlc_chunks *chunks);
 int dlc_chunks_read_file(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size);
 
 /*
- * Reads up to len bytes at off inside regular file ino, for files too large
- * to cache (not checked: the xxh3 covers the whole file).  The count, short
- * only at the file's end; -EIO as above.
+ * Reads up to len bytes at off inside regular file ino: the blocks of a
+ * file larger than cache_max_file (blocks.c, through fetch.c), not checked
+ * here (the xxh3 covers the whole file; a cached block has its own).  The
+ * count, short only at the file's end; -EIO as above.
  */
 ssize_t dlc_chunks_read_range(struct dlc_chunks *chunks, uint32_t ino, void *buf, size_t len,
 			      uint64_t off);

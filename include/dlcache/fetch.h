@@ -6,7 +6,9 @@
  * Samples are small, so a miss reads the whole file (for a packed source:
  * its byte range of a tar chunk, see chunks.h).  Files larger than the
  * mount's cache_max_file are read and cached by blocks, with readahead for
- * sequential readers (blocks.h, the "direct" calls below).
+ * sequential readers (blocks.h, the "direct" calls below), a packed source's
+ * as a tree's: every byte from the source goes through one read interface
+ * with three kinds (fetch.c).
  *
  * Prefetch requests (from .control) announce the reader's order; worker
  * threads fetch a bounded window ahead of it, through the same flights, so a
@@ -108,18 +110,17 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
  * blocks of block_size bytes, read ahead up to readahead_max for a
  * sequential reader.  Call before serving (the defaults otherwise:
  * DLC_DEFAULT_BLOCK_SIZE, DLC_DEFAULT_READAHEAD_MAX).  A packed source's
- * large files are still read by range from their chunk, uncached.
+ * large files are cached by blocks too, each read by range from its chunk.
  */
 void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max);
 
-/* Reads of a file larger than max_file, through its reader (for a packed
- * source *out is NULL: reads go to the chunk).  0 or -errno. */
+/* Reads of a file larger than max_file, through its reader.  0 or -errno. */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out);
 /* The count read (short only at the end of the file), or -EIO, -ENOMEM. */
 ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader *reader,
 			      void *buf, size_t len, uint64_t off);
 /* The same without waiting (dlc_blocks_try_read): false when the read must
- * go to a thread that may wait on the source (always for a packed source). */
+ * go to a thread that may wait on the source. */
 bool dlc_fetch_try_read_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader,
 			       void *buf, size_t len, uint64_t off, ssize_t *count);
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader);

@@ -64,7 +64,7 @@ struct handle {
 						 * source read in the pool */
 	enum handle_kind kind;
 	struct dlc_blob *blob;
-	struct dlc_block_reader *direct;        /* HANDLE_DIRECT (NULL: a packed source) */
+	struct dlc_block_reader *direct;        /* HANDLE_DIRECT */
 	char *text;
 	size_t text_len;
 	int fd;                                 /* HANDLE_FD */

@@ -10,6 +10,12 @@
  * source in one call, then offers it to the cache (cache_blocks.c decides).
  * Readers wanting a block in flight wait for it and share its bytes.
  *
+ * The source is fetch.c's (struct dlc_block_source): a tree's file, opened
+ * by path once per reader, or a packed member (dlcache pack, snapshot
+ * --tar), read by range of its chunk through chunks.c's shared handle.
+ * Blocks know nothing of the difference: both are cached, checked and read
+ * ahead alike.
+ *
  * Readahead.  A reader whose reads advance block after block (a read may
  * fall up to two blocks behind the furthest read, or skip one ahead:
  * DataLoader workers and the kernel's async reads reorder a little) gets a
@@ -61,7 +67,7 @@ struct block_flight {
 };
 
 struct dlc_blocks {
-	struct dlc_backend *backend;
+	struct dlc_block_source source;
 	const struct dlc_snapshot *snapshot;
 	struct dlc_cache *cache;
 	struct dlc_stats *stats;
@@ -86,7 +92,8 @@ struct dlc_block_reader {
 	uint64_t size;
 	uint32_t nblocks;
 	pthread_mutex_t lock;
-	struct dlc_backend_file *file;  /* lock: opened on the first source read */
+	bool opened;                    /* lock: source.open called (on the first source read) */
+	void *handle;                   /* lock: what it gave */
 	struct dlc_blob *held[HELD_BLOCKS];     /* lock: blocks in memory, newest first */
 	uint32_t held_index[HELD_BLOCKS];
 	int fd;                         /* lock: a checked cache file, or -1 */
@@ -105,7 +112,8 @@ static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
 								   : reader->blocks->block_size;
 }
 
-struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
+struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
+				     const struct dlc_snapshot *snapshot,
 				     struct dlc_cache *cache, struct dlc_stats *stats,
 				     struct dlc_budget *budget, uint64_t block_size,
 				     uint64_t readahead_max)
@@ -118,7 +126,7 @@ struct dlc_blocks *dlc_blocks_create(struct dlc_backend *backend, const struct d
 	blocks->local = dlc_pool_create(DLC_BLOCKS_LOCAL_THREADS);
 	if (!blocks->pool || !blocks->local)
 		goto fail;
-	blocks->backend = backend;
+	blocks->source = *source;
 	blocks->snapshot = snapshot;
 	blocks->cache = cache;
 	blocks->stats = stats;
@@ -238,25 +246,19 @@ static void unlist(struct dlc_blocks *blocks, struct block_flight *f)
 	put_flight(f);
 }
 
-/* The source file, opened on first use; reader->lock held. */
-static int source_file(struct dlc_block_reader *reader, struct dlc_backend_file **out)
+/* The reader's source handle, opened on first use; reader->lock held. */
+static int source_handle(struct dlc_block_reader *reader, void **out)
 {
 	struct dlc_blocks *blocks = reader->blocks;
-	char path[DLC_SNAPSHOT_PATH_MAX];
-	int rc;
 
-	if (!reader->file) {
-		rc = dlc_snapshot_path(blocks->snapshot, reader->ino, path, sizeof(path));
-		if (rc == 0)
-			rc = dlc_backend_open(blocks->backend, path, &reader->file);
-		if (rc < 0) {
-			reader->file = NULL;
-			dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
-			dlc_log(DLC_LOG_WARNING, "cannot open %s on the source: %s", path, strerror(-rc));
-			return -EIO;
-		}
+	if (!reader->opened) {
+		int rc = blocks->source.open(blocks->source.ctx, reader->ino, &reader->handle);
+
+		if (rc < 0)
+			return rc;
+		reader->opened = true;
 	}
-	*out = reader->file;
+	*out = reader->handle;
 	return 0;
 }
 
@@ -269,7 +271,7 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 		      bool *from_source)
 {
 	struct dlc_blocks *blocks = reader->blocks;
-	struct dlc_backend_file *file;
+	void *handle;
 	uint64_t len = blob->size;
 	ssize_t n;
 	int rc;
@@ -281,24 +283,21 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 		return 0;
 	}
 	pthread_mutex_lock(&reader->lock);
-	rc = source_file(reader, &file);
+	rc = source_handle(reader, &handle);
 	pthread_mutex_unlock(&reader->lock);
 	if (rc < 0)
 		return rc;
 	/*
-	 * The file stays open while the reader lives, and this call holds a
+	 * The handle stays open while the reader lives, and this call holds a
 	 * reference to the reader.  The last block asks for one byte more
-	 * (the blob has room for it), so a file that grew is seen too.
+	 * (the blob has room for it), so a file that grew is seen too.  The
+	 * source logged and counted a failure, and counts the bytes.
 	 */
-	n = dlc_backend_pread(blocks->backend, file, blob->data,
-			      index + 1 == reader->nblocks ? len + 1 : len,
-			      (uint64_t)index * blocks->block_size);
-	if (n < 0) {
-		dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
-		dlc_log(DLC_LOG_WARNING, "read from the source failed: %s", strerror((int)-n));
-		dlc_stats_set_error(blocks->stats, "a read from the source failed");
+	n = blocks->source.read(blocks->source.ctx, reader->ino, handle, blob->data,
+				index + 1 == reader->nblocks ? len + 1 : len,
+				(uint64_t)index * blocks->block_size);
+	if (n < 0)
 		return -EIO;
-	}
 	if ((uint64_t)n != len) {
 		/* Drivers return short reads only at the end of the file. */
 		char path[DLC_SNAPSHOT_PATH_MAX];
@@ -311,7 +310,6 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 		return -EIO;
 	}
 	dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_MISSES, 1);
-	dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_REMOTE, len);
 	*from_source = true;
 	return 0;
 }
@@ -468,8 +466,8 @@ static void reader_put(struct dlc_block_reader *reader)
 		dlc_blob_put(reader->held[i]);
 	if (reader->fd >= 0)
 		close(reader->fd);
-	if (reader->file)
-		dlc_backend_close(reader->blocks->backend, reader->file);
+	if (reader->opened && reader->blocks->source.close)
+		reader->blocks->source.close(reader->blocks->source.ctx, reader->handle);
 	pthread_mutex_destroy(&reader->lock);
 	free(reader);
 }

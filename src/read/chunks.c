@@ -259,7 +259,8 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 
 void dlc_chunks_set_budget(struct dlc_chunks *chunks, struct dlc_budget *budget)
 {
-	chunks->budget = budget;
+	if (chunks)
+		chunks->budget = budget;
 }
 
 void dlc_chunks_free(struct dlc_chunks *chunks)

@@ -4,6 +4,10 @@
 # parallel and mmap reads; a cached file read at random costs no source
 # read; a corrupted block is refetched and counted; kill -9 mid-stream then
 # a remount serves only correct bytes; the disk stays within cache_size.
+# The same tests run over the two packed sources, whose members larger than
+# cache_max_file are cached by blocks too (fetch.c's one read interface):
+# a dlcache pack of the tree, and a tar shard indexed in place with
+# dlcache snapshot --tar --merge.
 . "$(dirname "$0")/lib.sh"
 
 # Three shards of 12 MiB + 5 bytes (a short last block), 1 MiB blocks.
@@ -13,6 +17,16 @@ for i in 0 1 2; do
 done
 SHARD_BYTES=$((12 * 1024 * 1024 + 5))
 BLOCKS="cache_max_file=256K,block_size=1M,readahead_max=8M"
+
+# The packed sources: both mount as the tree above (shards/s*.tfrecord).
+PACKED=$WORK/packed
+"$DLCACHE" pack "$SRC" "$PACKED" --chunk-size 4M >/dev/null 2>"$WORK/pack.err" ||
+	fail "pack: $(cat "$WORK/pack.err")"
+TARS=$WORK/tars
+mkdir -p "$TARS"
+tar --format=gnu -cf "$TARS/shard-000000.tar" -C "$SRC" shards
+"$DLCACHE" snapshot --tar "$TARS" --merge >/dev/null 2>"$WORK/tar.err" ||
+	fail "snapshot --tar: $(cat "$WORK/tar.err")"
 
 # compare_ranges FILE COUNT SIZE [THREADS]: COUNT reads of SIZE bytes at
 # random offsets (some across block boundaries and the end), from THREADS
@@ -139,6 +153,7 @@ test_the_disk_stays_within_capacity_with_blocks() {
 	# while four readers stream them; a watcher (watch_cache_start in
 	# lib.sh) sums the cache files all through.
 	local limit=$((25 * 1024 * 1024 + 2 * 4096))
+	rm -f "$WORK/stop-watch"        # left by the run over another source
 	start_daemon "$BLOCKS,cache_size=$limit,policy=lru"
 	watch_cache_start 120
 	local r readers=()
@@ -191,6 +206,38 @@ test_a_scored_shard_displaces_a_less_important_one() {
 	expect_eq "s0 evicted" "$(grep -c s0 "$MNT/.cached" || true)" 0
 	[ "$(cache_files_bytes)" -le $((20 * 1024 * 1024)) ] || fail "cache files exceed cache_size"
 	cmp "$MNT/shards/s1.tfrecord" "$SRC/shards/s1.tfrecord" || fail "s1 differs"
+}
+
+# The tests above over a dlcache pack of the tree (DLC_SOURCE: lib.sh's
+# start_daemon mounts it instead of $SRC).
+test_packed_reads_give_the_sources_bytes() {
+	DLC_SOURCE=$PACKED test_sequential_random_parallel_and_mmap_reads_give_the_sources_bytes
+}
+test_packed_random_4k_reads_in_a_cached_file_make_no_source_reads() {
+	DLC_SOURCE=$PACKED test_random_4k_reads_in_a_cached_file_make_no_source_reads
+}
+test_packed_corrupted_block_is_refetched_and_counted() {
+	DLC_SOURCE=$PACKED test_a_corrupted_block_is_refetched_and_counted
+}
+test_packed_kill_9_mid_stream_then_remount_serves_only_correct_bytes() {
+	DLC_SOURCE=$PACKED test_kill_9_mid_stream_then_remount_serves_only_correct_bytes
+}
+test_packed_disk_stays_within_capacity_with_blocks() {
+	DLC_SOURCE=$PACKED test_the_disk_stays_within_capacity_with_blocks
+}
+
+# And over a tar shard indexed in place (dlcache snapshot --tar).
+test_tar_reads_give_the_sources_bytes() {
+	DLC_SOURCE=$TARS test_sequential_random_parallel_and_mmap_reads_give_the_sources_bytes
+}
+test_tar_random_4k_reads_in_a_cached_file_make_no_source_reads() {
+	DLC_SOURCE=$TARS test_random_4k_reads_in_a_cached_file_make_no_source_reads
+}
+test_tar_corrupted_block_is_refetched_and_counted() {
+	DLC_SOURCE=$TARS test_a_corrupted_block_is_refetched_and_counted
+}
+test_tar_disk_stays_within_capacity_with_blocks() {
+	DLC_SOURCE=$TARS test_the_disk_stays_within_capacity_with_blocks
 }
 
 run_tests

@@ -133,9 +133,11 @@ test_an_epoch_opens_each_chunk_once() {
 	expect_eq "admissions with policy=none" "$(stat_value admissions)" 0
 }
 
-test_large_files_are_read_by_range_from_their_chunk() {
-	# Above cache_max_file, files are never cached: reads go to the chunk by range.
-	start_daemon_from "$PACKED" "cache_max_file=16K"
+test_large_files_are_cached_by_blocks_read_from_their_chunk() {
+	# Above cache_max_file, files are cached by blocks (blocks.c), each
+	# block read by range from the chunk's shared handle; a remount with
+	# the page cache dropped serves them with no source read.
+	start_daemon_from "$PACKED" "cache_max_file=16K,block_size=64K"
 	expect_eq "files compared" "$(compare_tree "$SRC" "$MNT")" "$NFILES"
 	python3 - "$MNT" "$SRC" <<'PY' || fail "random ranges of large files"
 import os, random, sys
@@ -152,8 +154,17 @@ for p in rng.sample(big, 50):
             a.seek(off); b.seek(off)
             assert a.read(n) == b.read(n), (p, off, n)
 PY
-	[ "$(stat_value bypasses)" -gt 0 ] || fail "no file was read by range"
-	[ "$(stat_value remote_ops.open)" -le "$NCHUNKS" ] || fail "range reads opened more than the chunks"
+	[ "$(stat_value block_misses)" -gt 0 ] || fail "no large file was read by blocks"
+	[ "$(stat_value block_admissions)" -gt 0 ] || fail "no block was cached"
+	[ "$(stat_value remote_ops.open)" -le "$NCHUNKS" ] || fail "block reads opened more than the chunks"
+	expect_eq "remote errors" "$(stat_value remote_errors)" 0
+	stop_daemon
+	start_daemon_from "$PACKED" "cache_max_file=16K,block_size=64K"
+	drop_caches
+	expect_eq "files compared after a remount" "$(compare_tree "$SRC" "$MNT")" "$NFILES"
+	expect_eq "source reads after a remount" "$(stat_value remote_ops.read)" 0
+	expect_eq "block misses after a remount" "$(stat_value block_misses)" 0
+	[ "$(stat_value block_hits)" -gt 0 ] || fail "no block hit after a remount"
 }
 
 test_prefetch_reads_ahead_from_the_chunks() {

@@ -25,9 +25,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "dlcache/cache.h"
 #include "dlcache/chunks.h"
+#include "dlcache/fetch.h"
 #include "dlcache/pack.h"
 #include "dlcache/snapshot.h"
+#include "dlcache/store.h"
 
 static char tmp_dir[PATH_MAX];
 
@@ -628,6 +631,70 @@ START_TEST(test_chunks_range_reads_stop_at_the_file)
 }
 END_TEST
 
+/*
+ * A member larger than max_file goes through fetch.c's blocks like a tree's
+ * large file (the "block" kind of its one read interface): read by range
+ * from its chunk, offered to the cache block by block, and served from the
+ * cache by the next fetcher with no source read.  Before, packed large
+ * members were read by range, uncached: the second pass read the source.
+ */
+START_TEST(test_fetch_caches_a_large_member_by_blocks)
+{
+	const uint64_t block = 64 * 1024, nblocks = (BIG_SIZE + block - 1) / block;
+	struct packed_fixture f;
+	struct dlc_store *store;
+	struct dlc_cache *cache;
+	struct dlc_fetch *fetch;
+	struct dlc_block_reader *reader;
+	char cache_dir[PATH_MAX];
+	char *cause = NULL;
+	unsigned char *buf = malloc(BIG_SIZE + 4096), *original;
+	uint64_t ino, reads;
+
+	packed_open(&f);
+	format_path(cache_dir, "%s/cache", tmp_dir);
+	ck_assert_int_eq(dlc_store_open(cache_dir, &store, &cause), 0);
+	ck_assert_int_eq(dlc_cache_open(store, f.snap, DLC_POLICY_FREEZE, 16 << 20, NULL, &f.stats,
+					&cache, &cause), 0);
+	ino = ino_of(&f, "big.bin");
+	original = original_of(&f, ino);
+	for (int pass = 0; pass < 2; pass++) {
+		fetch = dlc_fetch_create(f.backend, f.snap, cache, &f.stats, 16 * 1024);
+		ck_assert_ptr_nonnull(fetch);
+		dlc_fetch_set_blocks(fetch, block, 0);
+		reads = atomic_load(&f.backend->calls[DLC_BACKEND_READ]);
+		ck_assert_int_eq(dlc_fetch_open_direct(fetch, (uint32_t)ino, &reader), 0);
+		ck_assert_ptr_nonnull(reader);
+		memset(buf, 0, BIG_SIZE + 4096);
+		ck_assert_int_eq(dlc_fetch_read_direct(fetch, (uint32_t)ino, reader, buf, BIG_SIZE + 4096, 0),
+				 BIG_SIZE);
+		ck_assert(memcmp(buf, original, BIG_SIZE) == 0);
+		/* A range across a block boundary, and one past the end. */
+		ck_assert_int_eq(dlc_fetch_read_direct(fetch, (uint32_t)ino, reader, buf, 100, block - 50), 100);
+		ck_assert(memcmp(buf, original + block - 50, 100) == 0);
+		ck_assert_int_eq(dlc_fetch_read_direct(fetch, (uint32_t)ino, reader, buf, 10, BIG_SIZE), 0);
+		dlc_fetch_close_direct(fetch, reader);
+		dlc_fetch_free(fetch);          /* the blocks' offers are done by then */
+		if (pass == 0) {
+			ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_BLOCK_MISSES), nblocks);
+			ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_BLOCK_ADMISSIONS), nblocks);
+			ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_BYTES_FROM_REMOTE), BIG_SIZE);
+			ck_assert_uint_gt(atomic_load(&f.backend->calls[DLC_BACKEND_READ]), reads);
+		} else {
+			ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_BLOCK_MISSES), nblocks);
+			ck_assert_uint_ge(dlc_stats_get(&f.stats, DLC_STAT_BLOCK_HITS), nblocks);
+			ck_assert_uint_eq(atomic_load(&f.backend->calls[DLC_BACKEND_READ]), reads);
+		}
+	}
+	ck_assert_uint_eq(dlc_stats_get(&f.stats, DLC_STAT_REMOTE_ERRORS), 0);
+	dlc_cache_close(cache);
+	dlc_store_close(store);
+	free(original);
+	free(buf);
+	packed_close(&f);
+}
+END_TEST
+
 /* Flips one byte of file path's bytes inside its chunk. */
 static void flip_byte(struct packed_fixture *f, uint64_t ino, uint64_t at)
 {
@@ -1044,6 +1111,7 @@ static Suite *pack_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_chunks_read_every_file_with_one_open_per_chunk);
 	tcase_add_test(tc, test_chunks_range_reads_stop_at_the_file);
+	tcase_add_test(tc, test_fetch_caches_a_large_member_by_blocks);
 	tcase_add_test(tc, test_chunks_damage_fails_only_the_damaged_file);
 	tcase_add_test(tc, test_chunks_whole_pass_hands_every_member_once);
 	tcase_add_test(tc, test_chunks_hold_refused_bytes_until_taken_once);

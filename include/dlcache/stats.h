@@ -60,6 +60,7 @@ enum dlc_stat {
 	DLC_STAT_BLOCK_MISSES,         /* blocks of large files read from the source */
 	DLC_STAT_BLOCK_ADMISSIONS,     /* blocks written to the cache */
 	DLC_STAT_READAHEADS,           /* blocks fetched ahead of a sequential reader */
+	DLC_STAT_HEAD_READS,           /* first reads of a large file served by a small source read */
 	DLC_STAT_COUNT,
 };
 

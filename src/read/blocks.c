@@ -102,6 +102,7 @@ struct dlc_block_reader {
 	unsigned advances;              /* lock: blocks advanced in a row */
 	uint32_t window;                /* lock: readahead window in blocks, 0 = none */
 	uint32_t ahead_until;           /* lock: blocks below are flown or cached */
+	_Atomic bool read_once;         /* a read has come: the next has no head read */
 };
 
 static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
@@ -236,7 +237,19 @@ static void unlist_held(struct dlc_blocks *blocks, struct block_flight *f)
 	f->refs--;
 }
 
-/* The same when the list's may be the last reference. */
+/*
+ * Whether reader, having got the bytes of landed flight f, takes it off the
+ * list: a readahead staged for it (or for nobody any more).  One staged for
+ * another reader of the file stays listed for that reader, which would
+ * otherwise read the block again if it came before the block's offer to the
+ * cache is done.  Lock held.
+ */
+static bool taken_by(const struct block_flight *f, const struct dlc_block_reader *reader)
+{
+	return f->ahead && (f->owner == reader || f->owner == NULL);
+}
+
+/* unlist_held, when the list's may be the last reference. */
 static void unlist(struct dlc_blocks *blocks, struct block_flight *f)
 {
 	if (!f->listed)
@@ -400,7 +413,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 		rc = f->rc;
 		if (rc == 0 && f->blob)
 			*out = dlc_blob_get(f->blob);
-		if (ahead)
+		if (taken_by(f, reader))
 			unlist_held(blocks, f); /* taken: the reader holds it now */
 		put_flight(f);
 		/* A readahead that failed (no room, the source) must not fail
@@ -418,7 +431,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			rc = f->rc;
 			if (rc == 0 && f->blob)
 				*out = dlc_blob_get(f->blob);
-			if (f->ahead)
+			if (taken_by(f, reader))
 				unlist_held(blocks, f);
 			put_flight(f);
 			pthread_mutex_unlock(&blocks->lock);
@@ -548,36 +561,41 @@ static void drop_ahead(void *arg)
 }
 
 /*
- * Flies block index ahead of the reader unless the cache holds it or it is
- * in flight.  False when the budget has no room for it (try later).
+ * Lists a readahead flight of block index for the reader, not started yet:
+ * the job that starts it (submit_ahead), or NULL with *skip true when
+ * nothing is to be read (the block is checked in this mount, or in
+ * flight), or with *skip false when the budget has no room (try later).
+ * Readers wanting the block meanwhile wait for the listed flight.
  */
-static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
+static struct ahead_job *list_ahead(struct dlc_block_reader *reader, uint32_t index, bool *skip)
 {
 	struct dlc_blocks *blocks = reader->blocks;
-	struct dlc_pool_job pool_job;
 	struct ahead_job *job;
 	struct block_flight *f;
 
+	*skip = true;
 	/* A block checked in this mount is read from its file; one cached but
 	 * not yet checked is worth reading ahead (its check reads it whole). */
 	if (blocks->cache && dlc_cache_block_checked(blocks->cache, reader->ino, index))
-		return true;
+		return NULL;
+	*skip = false;
 	if (blocks->budget && !dlc_budget_has_room(blocks->budget, block_len(reader, index),
 						   blocks->budget->limit / 2))
-		return false;
+		return NULL;
 	job = malloc(sizeof(*job));
 	f = calloc(1, sizeof(*f));
 	if (!job || !f) {
 		free(job);
 		free(f);
-		return false;
+		return NULL;
 	}
 	pthread_mutex_lock(&blocks->lock);
 	if (find_flight(blocks, reader->ino, index)) {
 		pthread_mutex_unlock(&blocks->lock);
 		free(job);
 		free(f);
-		return true;
+		*skip = true;
+		return NULL;
 	}
 	*f = (struct block_flight) { .ino = reader->ino, .index = index, .refs = 2, .listed = true,
 				     .ahead = true, .owner = reader, .blocks = blocks,
@@ -586,13 +604,35 @@ static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
 	pthread_mutex_unlock(&blocks->lock);
 	atomic_fetch_add(&reader->refs, 1);
 	*job = (struct ahead_job) { reader, f };
-	pool_job = (struct dlc_pool_job) { run_ahead, drop_ahead, job };
+	return job;
+}
+
+/* Starts a flight listed by list_ahead. */
+static void submit_ahead(struct ahead_job *job)
+{
+	struct dlc_blocks *blocks = job->reader->blocks;
+	struct dlc_pool_job pool_job = { run_ahead, drop_ahead, job };
+
 	/* A block the cache holds is read from the local disk, which serves
 	 * a few streams faster than many; others wait on the source. */
-	if (dlc_pool_submit(blocks->cache && dlc_cache_block_contains(blocks->cache, reader->ino, index)
+	if (dlc_pool_submit(blocks->cache && dlc_cache_block_contains(blocks->cache, job->reader->ino,
+								      job->flight->index)
 			    ? blocks->local : blocks->pool, &pool_job) < 0)
 		drop_ahead(job);
-	return true;
+}
+
+/*
+ * Flies block index ahead of the reader unless the cache holds it checked
+ * or it is in flight.  False when the budget has no room for it (try later).
+ */
+static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
+{
+	bool skip;
+	struct ahead_job *job = list_ahead(reader, index, &skip);
+
+	if (job)
+		submit_ahead(job);
+	return job || skip;
 }
 
 /*
@@ -761,6 +801,55 @@ int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_re
 	return 0;
 }
 
+/*
+ * The head read: the reader's first read that waits, when its block must come from
+ * the source, reads just the bytes asked for from the source, then flies
+ * the whole block ahead (staged for the reader's next read), so that the
+ * first byte of a shard waits for one small call instead of a whole block
+ * (over 10 ms a call and 200 MB/s, 4 MiB blocks: 10 ms instead of 31).
+ * The small call goes first, so that on a shared link it is not queued
+ * behind the block.  True when dst holds the n bytes at pos; false when the
+ * caller must read the block (not the first read, the block is cached or
+ * in flight, a read as long as the block, or the small call failed).
+ */
+static bool read_head(struct dlc_block_reader *reader, uint32_t index, char *dst, uint64_t pos,
+		      size_t n)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	struct ahead_job *job;
+	void *handle = NULL;
+	ssize_t got = -1;
+	bool skip;
+	int rc;
+
+	/* Not the file's end: a block read there also finds a file that
+	 * changed size on the source, and must. */
+	if (atomic_exchange(&reader->read_once, true) || n >= block_len(reader, index) ||
+	    pos + n >= reader->size ||
+	    (blocks->cache && dlc_cache_block_contains(blocks->cache, reader->ino, index)))
+		return false;
+	/* The block's flight is listed first, so that other readers of the
+	 * block wait for it rather than make head reads of their own. */
+	job = list_ahead(reader, index, &skip);
+	if (!job)
+		return false;
+	pthread_mutex_lock(&reader->lock);
+	rc = source_handle(reader, &handle);
+	pthread_mutex_unlock(&reader->lock);
+	/* The source logged and counted a failure, and counts the bytes. */
+	if (rc == 0)
+		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
+	if (got != (ssize_t)n) {
+		/* The caller reads the block itself (and finds a changed file
+		 * once, not twice); readers waiting here join that read. */
+		drop_ahead(job);
+		return false;
+	}
+	submit_ahead(job);
+	dlc_stats_add(blocks->stats, DLC_STAT_HEAD_READS, 1);
+	return true;
+}
+
 ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off)
 {
 	struct dlc_blocks *blocks = reader->blocks;
@@ -781,7 +870,8 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		struct dlc_blob *blob;
 		int rc;
 
-		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n) &&
+		    !read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
 			rc = get_block(reader, index, &blob);
 			if (rc < 0)
 				return rc == -ENOMEM ? -ENOMEM : -EIO;
@@ -804,7 +894,7 @@ static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t in
 	f = find_flight(blocks, reader->ino, index);
 	if (f && f->landed && f->rc == 0 && f->blob) {
 		blob = dlc_blob_get(f->blob);
-		if (f->ahead)
+		if (taken_by(f, reader))
 			unlist(blocks, f);      /* taken: the reader holds it now */
 	}
 	pthread_mutex_unlock(&blocks->lock);

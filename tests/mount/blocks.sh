@@ -97,6 +97,46 @@ test_random_4k_reads_in_a_cached_file_make_no_source_reads() {
 	[ "$(stat_value block_hits)" -ge 13 ] || fail "only $(stat_value block_hits) block hits"
 }
 
+# The first read of an uncached shard reads just its bytes from the source
+# (a head read), and the whole block behind it: one source call more, the
+# block still cached once, every byte the source's.
+test_a_first_read_waits_for_its_own_bytes_only() {
+	start_daemon "$BLOCKS,cache_size=100M"
+	python3 - "$MNT/shards/s1.tfrecord" "$SRC/shards/s1.tfrecord" <<'PY' || fail "the head read's bytes differ"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+off = 3 * 1024 * 1024 // 2 + 100      # inside block 1
+got = os.pread(fd, 4096, off)
+os.close(fd)
+with open(sys.argv[2], "rb") as f:
+    f.seek(off)
+    assert got == f.read(4096), "bytes differ"
+PY
+	expect_eq "head reads" "$(stat_value head_reads)" 1
+	cmp "$MNT/shards/s1.tfrecord" "$SRC/shards/s1.tfrecord" || fail "the shard differs after its head read"
+	# A new open, whose first read (block 0, uncached) is a head read too.
+	expect_eq "head reads after the whole shard" "$(stat_value head_reads)" 2
+	if [ -z "${DLC_SOURCE:-}" ]; then
+		# 13 blocks, each read once (those behind the head reads too), and two heads.
+		expect_eq "source reads" "$(stat_value remote_ops.read)" 15
+	fi
+	local i
+	for i in $(seq 100); do   # blocks are written to the cache behind the reader
+		[ "$(stat_value block_admissions)" -eq 13 ] && break
+		sleep 0.1
+	done
+	expect_eq "blocks of the shard cached" "$(stat_value block_admissions)" 13
+	stop_daemon
+	start_daemon "$BLOCKS,cache_size=100M"
+	drop_caches
+	cmp "$MNT/shards/s1.tfrecord" "$SRC/shards/s1.tfrecord" || fail "the cached shard differs"
+	expect_eq "source reads once cached" "$(stat_value remote_ops.read)" 0
+	expect_eq "no head read for a cached block" "$(stat_value head_reads)" 0
+}
+test_packed_a_first_read_waits_for_its_own_bytes_only() {
+	DLC_SOURCE=$PACKED test_a_first_read_waits_for_its_own_bytes_only
+}
+
 test_a_corrupted_block_is_refetched_and_counted() {
 	ALLOWED_LOG='cached block .* dropped'
 	start_daemon "$BLOCKS,cache_size=100M"

@@ -36,6 +36,7 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"block_misses",
 	"block_admissions",
 	"readaheads",
+	"head_reads",
 };
 
 static struct dlc_stats stats;
@@ -290,7 +291,7 @@ START_TEST(test_every_key_once_per_object)
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
-			  "hit_ratio", "last_error", "epoch", "scored_samples",
+			  "head_reads", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough", "announced" } },
@@ -302,7 +303,7 @@ START_TEST(test_every_key_once_per_object)
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
-				"readaheads" } },
+				"readaheads", "head_reads" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

@@ -105,7 +105,8 @@ struct live_inode {
 
 struct dlc_passthrough {
 	pthread_mutex_t lock;
-	bool on;                     /* set once at INIT, before any open */
+	bool on;                     /* set once at INIT, before any open; under lock
+				      * (the drop hook may run before INIT) */
 	bool refused;                /* the kernel refused a backing file; guarded by lock */
 	struct dlc_stats *stats;
 	struct fuse_session *session;   /* for the ioctls that have no request */
@@ -170,7 +171,6 @@ void dlc_passthrough_free(struct dlc_passthrough *pt)
 
 bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *conn, bool wanted)
 {
-	pt->on = false;
 #if DLC_HAVE_PASSTHROUGH
 	/*
 	 * conn->want, not libfuse 3.17's fuse_set_feature_flag(): libfuse
@@ -179,7 +179,9 @@ bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *con
 	 */
 	if (wanted && (conn->capable & FUSE_CAP_PASSTHROUGH) && geteuid() == 0) {
 		conn->want |= FUSE_CAP_PASSTHROUGH;
+		pthread_mutex_lock(&pt->lock);   /* the drop hook may be reading it */
 		pt->on = true;
+		pthread_mutex_unlock(&pt->lock);
 	}
 #else
 	(void)conn;
@@ -255,9 +257,12 @@ void dlc_passthrough_dropped(void *arg, uint32_t ino)
 	struct dlc_passthrough *pt = arg;
 	struct live_inode **p;
 
-	if (!pt->on)
-		return;
+	/* The cache's threads may drop entries before INIT set pt->on. */
 	pthread_mutex_lock(&pt->lock);
+	if (!pt->on) {
+		pthread_mutex_unlock(&pt->lock);
+		return;
+	}
 	pt->drops[ino % PASSTHROUGH_BUCKETS]++;
 	p = slot_of(pt, ino);
 	if (*p) {

@@ -269,9 +269,9 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		lines++;
 		s = end + 1;
 	}
-	/* 4 identity + the counters + 4, remote_ops 9, cache 8, source_reads 5,
+	/* 4 identity + the counters + 4, remote_ops 9, cache 9, source_reads 5,
 	 * memory 6, snapshot 5, lifetime (the counters + 2), the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 8 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 9 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);

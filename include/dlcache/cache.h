@@ -110,6 +110,16 @@ void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
 			 dlc_cache_write_hook write_hook, void *arg);
 
 /*
+ * drop(arg, ino) runs, with the cache's lock held, each time an entry stops
+ * being ready (evicted, replaced, found corrupt, dropped), before its file
+ * is deleted: the FUSE layer closes the passthrough backing file it keeps
+ * registered for it, which would otherwise hold the file's disk space.  It
+ * must not call the cache.  NULL removes it.
+ */
+typedef void (*dlc_cache_drop_hook)(void *arg, uint32_t ino);
+void dlc_cache_set_drop_hook(struct dlc_cache *cache, dlc_cache_drop_hook drop, void *arg);
+
+/*
  * Opens the cached copy of ino for reading by range, without reading it,
  * when its bytes were checked by dlc_cache_read earlier in this mount and
  * the file has not changed since (dlc_store_open_checked).  Returns the fd;

@@ -97,6 +97,7 @@ struct dlc_stats_gauges {
 	bool admission_enabled;
 	uint64_t cache_announced;      /* announced lines the planner holds, not yet read */
 	bool passthrough;              /* hits may be passthrough opens (libfuse >= 3.17, granted) */
+	uint64_t passthrough_backing;  /* backing ids registered with the kernel now */
 	uint64_t snapshot_entries;
 	uint64_t snapshot_bytes;       /* sum of file sizes in the dataset */
 	uint64_t index_memory;         /* bytes of the in-memory snapshot index */

@@ -291,6 +291,7 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "capacity", gauges->cache_capacity);
 	json_bool(&w, "admission", gauges->admission_enabled);
 	json_bool(&w, "passthrough", gauges->passthrough);
+	json_uint(&w, "passthrough_backing", gauges->passthrough_backing);
 	json_uint(&w, "announced", gauges->cache_announced);
 	json_close(&w);
 

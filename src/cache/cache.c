@@ -435,6 +435,14 @@ void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
 	cache->hook_arg = arg;
 }
 
+void dlc_cache_set_drop_hook(struct dlc_cache *cache, dlc_cache_drop_hook drop, void *arg)
+{
+	pthread_mutex_lock(&cache->lock);
+	cache->drop_hook = drop;
+	cache->drop_arg = arg;
+	pthread_mutex_unlock(&cache->lock);
+}
+
 int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
 {
 	char path[DLC_SNAPSHOT_PATH_MAX];

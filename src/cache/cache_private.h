@@ -48,6 +48,8 @@ struct dlc_cache {
 	dlc_cache_read_hook read_hook;  /* tests only; set before serving */
 	dlc_cache_write_hook write_hook;
 	void *hook_arg;
+	dlc_cache_drop_hook drop_hook;  /* guarded by lock: an entry stops being ready */
+	void *drop_arg;
 	uint64_t block_size;            /* blocks of large files (0: none); fixed before serving */
 	struct block_file **block_table; /* guarded by lock: DLC_CACHE_BLOCK_BUCKETS chains by inode */
 };
@@ -78,6 +80,8 @@ static inline void set_ready(struct dlc_cache *cache, uint32_t ino, bool ready)
 		cache->ready[ino >> 3] |= (uint8_t)(1u << (ino & 7));
 	} else {
 		cache->ready[ino >> 3] &= (uint8_t)~(1u << (ino & 7));
+		if (cache->drop_hook)
+			cache->drop_hook(cache->drop_arg, ino);
 	}
 }
 

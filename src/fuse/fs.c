@@ -368,6 +368,7 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->admission_enabled = cache.admission;
 	g->cache_announced = cache.announced;
 	g->passthrough = dlc_passthrough_on(fs->passthrough);
+	g->passthrough_backing = dlc_passthrough_backing(fs->passthrough);
 	g->snapshot_entries = dlc_snapshot_count(c->snapshot);
 	g->snapshot_bytes = dlc_snapshot_total_bytes(c->snapshot);
 	g->index_memory = dlc_snapshot_memory(c->snapshot);
@@ -534,7 +535,7 @@ static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h)
  * kept across opens (keep_cache) only for daemon-served opens.
  */
 static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, fuse_ino_t ino,
-			bool virtual, struct handle *h, int rc)
+			bool virtual, struct handle *h, uint32_t seq, int rc)
 {
 	if (rc < 0) {
 		free_handle(fs, h);
@@ -546,7 +547,7 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
 	} else {
 		h->ino = ino;
 		h->mode = dlc_passthrough_open(fs->passthrough, req, ino,
-					       h->kind == HANDLE_FD ? h->fd : -1, fi);
+					       h->kind == HANDLE_FD ? h->fd : -1, seq, fi);
 		fi->keep_cache = h->mode == DLC_OPEN_DAEMON;
 		fi->noflush = 1;
 	}
@@ -615,7 +616,7 @@ static void run_source_wait(void *arg)
 		/* A reader that left before its turn costs no fetch. */
 		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h) : -EINTR;
 		if (dlc_pending_claim(&w->pending))
-			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, rc);
+			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, 0, rc);
 		else
 			free_handle(w->fs, w->h);
 	}
@@ -662,6 +663,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct source_wait *w;
 	bool needs_source = false;
 	struct handle *h;
+	uint32_t seq;
 	int rc;
 
 	if (which != VIRTUAL_CONTROL && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
@@ -674,14 +676,16 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	atomic_init(&h->refs, 1);
+	/* Read before the cache file is opened: see dlc_passthrough_seq. */
+	seq = which ? 0 : dlc_passthrough_seq(fs->passthrough, ino);
 	rc = which ? open_virtual(fs, which, h) : open_local(fs, ino, h, &needs_source);
 	if (rc < 0 || !needs_source) {
-		finish_open(req, fs, fi, ino, which != 0, h, rc);
+		finish_open(req, fs, fi, ino, which != 0, h, seq, rc);
 		return;
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w) {
-		finish_open(req, fs, fi, ino, false, h, -ENOMEM);
+		finish_open(req, fs, fi, ino, false, h, 0, -ENOMEM);
 		return;
 	}
 	*w = (struct source_wait) { .fs = fs, .h = h, .ino = ino, .open = true, .fi = *fi };
@@ -964,6 +968,9 @@ static void fs_destroy(void *userdata)
 		free_handle(fs, h);
 	}
 	pthread_mutex_destroy(&fs->handles_lock);
+	/* The cache outlives the mount; its drops no longer reach the table,
+	 * whose kept backing ids are closed. */
+	dlc_cache_set_drop_hook(fs->context->cache, NULL, NULL);
 	dlc_passthrough_free(fs->passthrough);
 	free(fs);
 }
@@ -1040,6 +1047,9 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!session)
 		goto err;
+	dlc_passthrough_set_session(fs->passthrough, session);
+	/* An entry the cache drops closes its kept backing id (passthrough.h). */
+	dlc_cache_set_drop_hook(context->cache, dlc_passthrough_dropped, fs->passthrough);
 	context->fs = fs;
 	return session;
 

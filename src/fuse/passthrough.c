@@ -2,34 +2,65 @@
  * passthrough.c - which opens of a dataset file the kernel reads itself.
  *
  * A hit on a checked cache entry holding the whole file can be a
- * passthrough open: at OPEN the cache file is registered as the open's
- * backing file (fuse_passthrough_open, an ioctl on /dev/fuse that returns
- * a backing id), the reply carries the id, and the kernel serves every READ
- * of that open from the cache file, whose pages sit once in the page cache.
+ * passthrough open: the cache file is registered as a backing file
+ * (fuse_passthrough_open, an ioctl on /dev/fuse that returns a backing
+ * id), the OPEN reply carries the id, and the kernel serves every READ of
+ * that open from the cache file, whose pages sit once in the page cache.
  * OPEN and RELEASE still reach the daemon, so hit counts, the policy and
  * the prefetcher's reader position are unchanged.
+ *
+ * Registering costs two ioctls per open (open, and close at the last
+ * RELEASE), about 20 us of a 70 us warm open; so the id of a complete,
+ * checked entry is kept registered across opens ("kept"): the first
+ * passthrough open registers it, later opens reuse it, and it is closed when
+ * the cache drops the entry (evicted, replaced, found corrupt, dropped by
+ * .control: the cache's drop hook, dlc_passthrough_dropped), and at unmount.
+ * A registered backing file holds the cache file open in the kernel, so its
+ * disk space is not freed until the id is closed: the drop hook runs under
+ * the cache's lock as the entry stops being ready, before its file is
+ * unlinked, and closes an idle id at once.  An id whose inode still has
+ * passthrough opens is closed at their last RELEASE (their backing files
+ * hold the file anyway, as any open file does).  At most
+ * PASSTHROUGH_MAX_KEPT ids are kept; past that, registrations last from the
+ * open to the inode's last passthrough RELEASE, as if nothing were kept.
+ *
+ * An entry dropped between the open of its cache file and its registration
+ * must not be kept (its file would never be closed): each bucket of inodes
+ * counts the drops of its inodes, the opener reads the count before it
+ * opens the cache file (dlc_passthrough_seq) and keeps the id only if no
+ * drop happened since.
  *
  * The kernel's rules (fs/fuse/iomode.c), which this table keeps:
  *   - an inode is either in "cached" io mode (daemon-served opens that use
  *     the page cache) or in passthrough mode: an open of the other kind
  *     fails with EIO;
- *   - while an inode has a backing file, every open of it must pass through
- *     (a direct_io open fails too), to that same backing file;
+ *   - while an inode has a backing file (it has passthrough opens), every
+ *     open of it must pass through (a direct_io open fails too), to that
+ *     same backing file;
  *   - keep_cache makes no sense on a passthrough open (the caller leaves it
  *     off).
- * So, per inode with live opens: while daemon opens are live, a hit is
- * served by the daemon too (splice); while passthrough opens are live, every
- * new open joins them with their backing id, whatever served it (a hit, a
- * miss after an eviction, a first hit being checked): the backing file is a
- * checked copy of the file's bytes, which the kernel keeps open even once
- * the entry is evicted and its file unlinked.  The backing id is closed when
- * the inode's last passthrough open is released.
+ * So, per inode: while daemon opens are live, a hit is served by the daemon
+ * too (splice); while passthrough opens are live, every new open joins them
+ * with their backing id, whatever served it (a hit, a miss after an
+ * eviction, a first hit being checked): the backing file is a checked copy
+ * of the file's bytes, which the kernel keeps open even once the entry is
+ * evicted and its file unlinked.  A kept id with no live open is used again
+ * only by a hit (the cache file just opened and checked against its stamp);
+ * a daemon-served open of that inode closes it first (the entry is no
+ * longer the one registered, or its file changed: the hit path refused it).
  *
  * INVARIANTS
- *   - entries[] and the entries' fields are guarded by pt->lock; an inode
- *     with no live tracked open has no entry;
- *   - an entry never has daemon and passthrough opens at once, and it has
- *     a backing id > 0 exactly when it has passthrough opens;
+ *   - entries[], the entries' fields, drops[] and the counts are guarded by
+ *     pt->lock, which nests inside the cache's lock (the drop hook) and
+ *     never takes it: nothing here calls the cache;
+ *   - an entry exists while its inode has a live tracked open or a
+ *     registered backing id;
+ *   - an entry never has daemon and passthrough opens at once; it has a
+ *     backing id > 0 exactly when it has passthrough opens or is kept;
+ *   - a kept entry is ready in the cache with the file registered: the drop
+ *     hook unkeeps it as the entry stops being ready;
+ *   - pt->registered counts the ids > 0 in the table, pt->kept the kept
+ *     entries (<= PASSTHROUGH_MAX_KEPT);
  *   - this table counts an open from the moment its mode is chosen (before
  *     the reply) to the daemon's RELEASE (after the kernel dropped the
  *     open's io mode): it is never less strict than the kernel.
@@ -39,6 +70,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "dlcache/log.h"
@@ -47,20 +80,40 @@
 /* Chains of the table of live inodes: opens live at once are at most a few thousand. */
 #define PASSTHROUGH_BUCKETS 4096
 
+/*
+ * Backing ids kept registered across opens.  Each one is a file the kernel
+ * holds open for the daemon (not counted in its RLIMIT_NOFILE, but in the
+ * system's file-max, and pinning the cache file's inode and dentry): a few
+ * thousand covers the hot set of a node's readers at a few hundred KB of
+ * kernel memory.  Entries past it still pass through, registered per open.
+ */
+#define PASSTHROUGH_MAX_KEPT 4096
+
+/* linux/fuse.h's, absent from Debian 12's kernel headers (6.1). */
+#ifndef FUSE_DEV_IOC_BACKING_CLOSE
+#define FUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+#endif
+
 struct live_inode {
 	fuse_ino_t ino;
 	unsigned daemon_opens;       /* DLC_OPEN_DAEMON opens live */
 	unsigned passthrough_opens;  /* DLC_OPEN_PASSTHROUGH opens live */
-	int backing_id;              /* > 0 while passthrough_opens > 0 */
+	int backing_id;              /* > 0 while passthrough_opens > 0 or kept */
+	bool kept;                   /* the id outlives the opens, until the entry's drop */
 	struct live_inode *next;
 };
 
 struct dlc_passthrough {
 	pthread_mutex_t lock;
-	bool on;                     /* set once at INIT, before any open */
+	bool on;                     /* set once at INIT, before any open; under lock
+				      * (the drop hook may run before INIT) */
 	bool refused;                /* the kernel refused a backing file; guarded by lock */
 	struct dlc_stats *stats;
+	struct fuse_session *session;   /* for the ioctls that have no request */
+	unsigned registered;         /* backing ids registered; guarded by lock */
+	unsigned kept;               /* of which kept across opens; guarded by lock */
 	struct live_inode *buckets[PASSTHROUGH_BUCKETS];   /* guarded by lock */
+	uint32_t drops[PASSTHROUGH_BUCKETS];   /* guarded by lock: drops of the bucket's inodes */
 };
 
 struct dlc_passthrough *dlc_passthrough_new(struct dlc_stats *stats)
@@ -74,6 +127,30 @@ struct dlc_passthrough *dlc_passthrough_new(struct dlc_stats *stats)
 	return pt;
 }
 
+void dlc_passthrough_set_session(struct dlc_passthrough *pt, struct fuse_session *session)
+{
+	pt->session = session;
+}
+
+/* Unregisters backing id; the kernel frees the file once no open uses it. */
+static void close_id(struct dlc_passthrough *pt, int id)
+{
+#if DLC_HAVE_PASSTHROUGH
+	int fd = pt->session ? fuse_session_fd(pt->session) : -1;
+	uint32_t arg = (uint32_t)id;
+
+	/* fuse_passthrough_close wants a request; the drop hook has none.
+	 * Fails only once the connection is gone, which frees every id. */
+	if (fd >= 0 && ioctl(fd, FUSE_DEV_IOC_BACKING_CLOSE, &arg) < 0 && errno != ENODEV &&
+	    errno != EBADF)
+		dlc_log(DLC_LOG_WARNING, "cannot unregister passthrough backing file %d: %s", id,
+			strerror(errno));
+#else
+	(void)id;
+#endif
+	pt->registered--;
+}
+
 void dlc_passthrough_free(struct dlc_passthrough *pt)
 {
 	if (!pt)
@@ -83,6 +160,8 @@ void dlc_passthrough_free(struct dlc_passthrough *pt)
 			struct live_inode *e = pt->buckets[b];
 
 			pt->buckets[b] = e->next;
+			if (e->backing_id > 0)
+				close_id(pt, e->backing_id);
 			free(e);
 		}
 	}
@@ -92,7 +171,6 @@ void dlc_passthrough_free(struct dlc_passthrough *pt)
 
 bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *conn, bool wanted)
 {
-	pt->on = false;
 #if DLC_HAVE_PASSTHROUGH
 	/*
 	 * conn->want, not libfuse 3.17's fuse_set_feature_flag(): libfuse
@@ -101,7 +179,9 @@ bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *con
 	 */
 	if (wanted && (conn->capable & FUSE_CAP_PASSTHROUGH) && geteuid() == 0) {
 		conn->want |= FUSE_CAP_PASSTHROUGH;
+		pthread_mutex_lock(&pt->lock);   /* the drop hook may be reading it */
 		pt->on = true;
+		pthread_mutex_unlock(&pt->lock);
 	}
 #else
 	(void)conn;
@@ -115,6 +195,18 @@ bool dlc_passthrough_on(const struct dlc_passthrough *pt)
 	return pt && pt->on;
 }
 
+unsigned dlc_passthrough_backing(struct dlc_passthrough *pt)
+{
+	unsigned n;
+
+	if (!pt)
+		return 0;
+	pthread_mutex_lock(&pt->lock);
+	n = pt->registered;
+	pthread_mutex_unlock(&pt->lock);
+	return n;
+}
+
 static struct live_inode **slot_of(struct dlc_passthrough *pt, fuse_ino_t ino)
 {
 	struct live_inode **p = &pt->buckets[ino % PASSTHROUGH_BUCKETS];
@@ -124,21 +216,68 @@ static struct live_inode **slot_of(struct dlc_passthrough *pt, fuse_ino_t ino)
 	return p;
 }
 
-/* Removes the entry at *p if no open of its inode is live any more. */
+/* Removes the entry at *p if no open of its inode is live and no id registered. */
 static void drop_if_idle(struct live_inode **p)
 {
 	struct live_inode *e = *p;
 
-	if (e->daemon_opens == 0 && e->passthrough_opens == 0) {
+	if (e->daemon_opens == 0 && e->passthrough_opens == 0 && e->backing_id == 0) {
 		*p = e->next;
 		free(e);
 	}
 }
 
+/* e is no longer kept; its id is closed now if no open uses it. */
+static void unkeep(struct dlc_passthrough *pt, struct live_inode *e)
+{
+	if (!e->kept)
+		return;
+	e->kept = false;
+	pt->kept--;
+	if (e->passthrough_opens == 0) {
+		close_id(pt, e->backing_id);
+		e->backing_id = 0;
+	}
+}
+
+uint32_t dlc_passthrough_seq(struct dlc_passthrough *pt, fuse_ino_t ino)
+{
+	uint32_t seq;
+
+	if (!pt->on)
+		return 0;
+	pthread_mutex_lock(&pt->lock);
+	seq = pt->drops[ino % PASSTHROUGH_BUCKETS];
+	pthread_mutex_unlock(&pt->lock);
+	return seq;
+}
+
+void dlc_passthrough_dropped(void *arg, uint32_t ino)
+{
+	struct dlc_passthrough *pt = arg;
+	struct live_inode **p;
+
+	/* The cache's threads may drop entries before INIT set pt->on. */
+	pthread_mutex_lock(&pt->lock);
+	if (!pt->on) {
+		pthread_mutex_unlock(&pt->lock);
+		return;
+	}
+	pt->drops[ino % PASSTHROUGH_BUCKETS]++;
+	p = slot_of(pt, ino);
+	if (*p) {
+		unkeep(pt, *p);
+		drop_if_idle(p);
+	}
+	pthread_mutex_unlock(&pt->lock);
+}
+
 #if DLC_HAVE_PASSTHROUGH
-/* The first passthrough open of e: fd registered as the backing file. */
+/* The first passthrough open of e: fd registered as the backing file, and
+ * kept if the entry was not dropped since seq was read and room is left. */
 static enum dlc_open_mode pass_through(struct dlc_passthrough *pt, fuse_req_t req,
-				       struct live_inode *e, int fd, struct fuse_file_info *fi)
+				       struct live_inode *e, int fd, uint32_t seq,
+				       struct fuse_file_info *fi)
 {
 	int id;
 
@@ -152,14 +291,19 @@ static enum dlc_open_mode pass_through(struct dlc_passthrough *pt, fuse_req_t re
 		pt->refused = true;
 		return DLC_OPEN_DAEMON;
 	}
+	pt->registered++;
 	e->backing_id = id;
+	if (seq == pt->drops[e->ino % PASSTHROUGH_BUCKETS] && pt->kept < PASSTHROUGH_MAX_KEPT) {
+		e->kept = true;
+		pt->kept++;
+	}
 	fi->backing_id = id;
 	return DLC_OPEN_PASSTHROUGH;
 }
 #endif
 
 enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t req, fuse_ino_t ino,
-					int fd, struct fuse_file_info *fi)
+					int fd, uint32_t seq, struct fuse_file_info *fi)
 {
 	enum dlc_open_mode mode = DLC_OPEN_DAEMON;
 	struct live_inode **p, *e;
@@ -172,7 +316,7 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 	if (!e) {
 		e = calloc(1, sizeof(*e));
 		if (!e) {
-			/* Untracked (no passthrough open is live, or it would
+			/* Untracked (no id is registered for it, or it would
 			 * have an entry): direct_io is neutral to the kernel. */
 			pthread_mutex_unlock(&pt->lock);
 			fi->direct_io = 1;
@@ -182,14 +326,22 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 		*p = e;
 	}
 #if DLC_HAVE_PASSTHROUGH
-	if (e->passthrough_opens > 0) {
+	if (e->passthrough_opens == 0 && e->kept && fd < 0) {
+		/* A kept id with no open, and the hit path did not give the
+		 * entry's file: it changed or went; this open is the daemon's. */
+		unkeep(pt, e);
+	}
+	if (e->backing_id > 0) {
+		/* Live passthrough opens (which every open must join), or a
+		 * kept id of the very file this hit opened. */
 		fi->backing_id = e->backing_id;
 		mode = DLC_OPEN_PASSTHROUGH;
 	} else if (fd >= 0 && e->daemon_opens == 0) {
-		mode = pass_through(pt, req, e, fd, fi);
+		mode = pass_through(pt, req, e, fd, seq, fi);
 	}
 #else
 	(void)req;
+	(void)seq;
 #endif
 	if (mode == DLC_OPEN_PASSTHROUGH) {
 		e->passthrough_opens++;
@@ -210,6 +362,7 @@ void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_in
 {
 	struct live_inode **p, *e;
 
+	(void)req;
 	if (!pt->on || (mode != DLC_OPEN_DAEMON && mode != DLC_OPEN_PASSTHROUGH))
 		return;
 	pthread_mutex_lock(&pt->lock);
@@ -225,12 +378,8 @@ void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_in
 		e->daemon_opens--;
 	} else {
 		assert(e->passthrough_opens > 0);
-		if (--e->passthrough_opens == 0) {
-#if DLC_HAVE_PASSTHROUGH
-			fuse_passthrough_close(req, e->backing_id);
-#else
-			(void)req;
-#endif
+		if (--e->passthrough_opens == 0 && !e->kept) {
+			close_id(pt, e->backing_id);
 			e->backing_id = 0;
 		}
 	}
@@ -240,14 +389,21 @@ void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_in
 
 void dlc_passthrough_verify(struct dlc_passthrough *pt)
 {
+	unsigned registered = 0, kept = 0;
+
 	pthread_mutex_lock(&pt->lock);
 	for (size_t b = 0; b < PASSTHROUGH_BUCKETS; b++) {
 		for (const struct live_inode *e = pt->buckets[b]; e; e = e->next) {
 			assert(e->ino % PASSTHROUGH_BUCKETS == b);
-			assert(e->daemon_opens > 0 || e->passthrough_opens > 0);
+			assert(e->daemon_opens > 0 || e->passthrough_opens > 0 || e->backing_id > 0);
 			assert(e->daemon_opens == 0 || e->passthrough_opens == 0);
-			assert((e->passthrough_opens > 0) == (e->backing_id > 0));
+			assert((e->passthrough_opens > 0 || e->kept) == (e->backing_id > 0));
+			registered += e->backing_id > 0;
+			kept += e->kept;
 		}
 	}
+	assert(registered == pt->registered && kept == pt->kept && kept <= PASSTHROUGH_MAX_KEPT);
+	(void)registered;
+	(void)kept;
 	pthread_mutex_unlock(&pt->lock);
 }

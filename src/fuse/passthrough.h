@@ -8,7 +8,9 @@
  * an inode that has a daemon-served open with the page cache live, and any
  * open but a passthrough one to the same backing file while the inode has
  * one: this module keeps, per inode with live opens, how many of each kind
- * there are, and picks each new open's mode so the rules hold.
+ * there are, and picks each new open's mode so the rules hold.  The backing
+ * id of a checked entry stays registered across opens until the cache drops
+ * the entry (dlc_passthrough_dropped) or the mount ends.
  *
  * Built against libfuse 3.14 it only says DLC_OPEN_DAEMON.
  */
@@ -17,6 +19,7 @@
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dlcache/stats.h"
 
@@ -40,7 +43,12 @@ struct dlc_passthrough;
 
 /* A table for one mount; NULL when out of memory.  Starts off. */
 struct dlc_passthrough *dlc_passthrough_new(struct dlc_stats *stats);
+/* Closes every backing id still registered (unmount), frees the table. */
 void dlc_passthrough_free(struct dlc_passthrough *pt);
+
+/* The session whose /dev/fuse descriptor registers backing files; set once
+ * before it serves. */
+void dlc_passthrough_set_session(struct dlc_passthrough *pt, struct fuse_session *session);
 
 /*
  * At INIT: asks for FUSE_CAP_PASSTHROUGH through conn->want when wanted
@@ -53,10 +61,30 @@ bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *con
 /* Whether passthrough is on for the mount (for .stats). */
 bool dlc_passthrough_on(const struct dlc_passthrough *pt);
 
+/* Backing ids registered now (.stats' passthrough_backing). */
+unsigned dlc_passthrough_backing(struct dlc_passthrough *pt);
+
+/*
+ * The count of the cache's drops of inodes like ino, read before an open
+ * opens its cache file and given to dlc_passthrough_open: an id registered
+ * for a file dropped in between is not kept.
+ */
+uint32_t dlc_passthrough_seq(struct dlc_passthrough *pt, fuse_ino_t ino);
+
+/*
+ * The cache's drop hook (dlc_cache_set_drop_hook; arg is the table): ino's
+ * entry stops being ready (evicted, replaced, corrupt, dropped), its file is
+ * about to be deleted.  Its kept backing id is closed now if no open uses
+ * it, else at the last passthrough RELEASE, so that the kernel does not
+ * hold the file's disk space.  Called with the cache's lock held.
+ */
+void dlc_passthrough_dropped(void *arg, uint32_t ino);
+
 /*
  * Picks the mode of an open of ino about to be answered with fi: fd is a
  * checked cache file holding the whole file (a hit that may start passing
- * through), or -1 (the daemon serves it, unless the inode has live
+ * through, or use the entry's kept backing id), opened after seq was read
+ * (dlc_passthrough_seq), or -1 (the daemon serves it, unless the inode has live
  * passthrough opens: then every open joins them, the backing file being a
  * checked copy of the same bytes).  Sets fi->backing_id for
  * DLC_OPEN_PASSTHROUGH, fi->direct_io for DLC_OPEN_DIRECT; the caller sets
@@ -65,15 +93,16 @@ bool dlc_passthrough_on(const struct dlc_passthrough *pt);
  * the reply failed).
  */
 enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t req, fuse_ino_t ino,
-					int fd, struct fuse_file_info *fi);
+					int fd, uint32_t seq, struct fuse_file_info *fi);
 
 /* The open of ino answered with mode is gone; the last passthrough open of
- * an inode closes its backing file. */
+ * an inode closes its backing id unless it is kept. */
 void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_ino_t ino,
 			     enum dlc_open_mode mode);
 
 /* Asserts the table's invariants (counts never negative, an entry with
- * passthrough opens holds a backing id, no entry with both kinds live). */
+ * passthrough opens or kept holds a backing id, no entry with both kinds
+ * live, the registered and kept counts). */
 void dlc_passthrough_verify(struct dlc_passthrough *pt);
 
 #endif

@@ -3,7 +3,11 @@
 # by the kernel from the cache file.  The bytes must be the source's, the
 # kernel's rule that a passthrough open and a daemon-served open of one file
 # never mix must hold (an open of the wrong kind fails with EIO), and a file
-# evicted under a live passthrough open must still read right.  Needs a
+# evicted under a live passthrough open must still read right.  A checked
+# entry's backing id stays registered across opens (cache.passthrough_backing)
+# until the entry is dropped: then it must be closed, or the kernel would hold
+# the evicted file's disk space, and a replaced or corrupted entry must not be
+# read through the old id.  Needs a
 # dlcache built with libfuse >= 3.17 (tests/build.sh's default) and root; the
 # build against the system's libfuse 3.14 skips these tests.
 . "$(dirname "$0")/lib.sh"
@@ -41,6 +45,33 @@ def expect_bytes(what, got, rel):
     with open(os.path.join(src, rel), "rb") as f:
         if got != f.read():
             sys.exit("FAIL: %s: the bytes of %s differ from the source" % (what, rel))
+def held_bytes(cache):
+    # Space the cache file system uses beyond its linked files: unlinked
+    # files something still holds open (a backing id not closed).
+    st = os.statvfs(cache)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    linked = 0
+    for d, dirs, names in os.walk(cache):
+        for n in dirs + names:
+            linked += os.lstat(os.path.join(d, n)).st_blocks * 512
+    return used - linked
+def read_file(rel):
+    with open(os.path.join(mnt, rel), "rb") as f:
+        expect_bytes("read", f.read(), rel)
+def wait_for(what, cond):
+    # RELEASE reaches the daemon a little after close(2).
+    import time
+    for _ in range(100):
+        if cond():
+            return
+        time.sleep(0.05)
+    sys.exit("FAIL: %s" % what)
+def read_until_passed(rel):
+    # Reads rel until one open passes through: an open right after a
+    # daemon-served one may be declined, its RELEASE not seen yet.
+    before = stats()["hits_passthrough"]
+    wait_for("%s never passed through" % rel,
+             lambda: read_file(rel) or stats()["hits_passthrough"] > before)
 def files():
     out = []
     for d, _, names in os.walk(os.path.join(src, "train")):
@@ -153,6 +184,124 @@ os.close(held)
 with open(path, "rb") as f:
     expect_bytes("after both closed", f.read(), rel)
 PY
+}
+
+test_a_kept_backing_id_serves_later_opens_without_registering_again() {
+	start_daemon
+	read_all_shuffled >/dev/null        # misses
+	read_all_shuffled >/dev/null        # first hits, checked
+	expect_eq "backing ids before any passthrough open" "$(stat_value cache.passthrough_backing)" 0
+	read_all_shuffled >/dev/null        # passthrough opens: each registers its entry
+	expect_eq "backing ids kept once every file is closed" "$(stat_value cache.passthrough_backing)" 40
+	drop_caches
+	read_all_shuffled >/dev/null        # the kept ids again
+	expect_eq "hits_passthrough counts every open" "$(stat_value hits_passthrough)" 80
+	expect_eq "backing ids after a second pass" "$(stat_value cache.passthrough_backing)" 40
+	expect_eq "passthrough_declined" "$(stat_value passthrough_declined)" 0
+}
+
+# Capacity: every entry is read to a kept backing id, then evicted by the
+# next ones (lru, a 256 KiB cache on its own tmpfs); one is held open while
+# evicted.  Once nothing is open, the tmpfs must use no more than its linked
+# files (an evicted entry's id left registered keeps its unlinked file), the
+# ids must be at most the entries, and the bytes the source's.
+test_evicted_entries_release_their_backing_files_and_space() {
+	mkdir -p "$CACHE"
+	mount -t tmpfs -o size=8m,mode=0700 tmpfs "$CACHE" || { echo "SKIP: cannot mount tmpfs"; return 0; }
+	EXTRA_MOUNTS+=("$CACHE")
+	start_daemon "policy=lru,cache_size=256K"
+	python3 - "$SRC" "$MNT" "$CACHE" <<PY || fail "backing ids of evicted entries"
+$PY_HELPERS
+cache = sys.argv[3]
+names = files()
+for rel in names:                  # miss, checked first hit, passthrough hit
+    read_file(rel)
+    read_file(rel)
+    read_until_passed(rel)
+    s = stats()
+    if s["cache"]["bytes"] > s["cache"]["capacity"]:
+        sys.exit("FAIL: %d bytes cached over a capacity of %d" % (s["cache"]["bytes"], s["cache"]["capacity"]))
+s = stats()
+if s["hits_passthrough"] != len(names) or s["evictions"] < len(names) // 2:
+    sys.exit("FAIL: %d passthrough hits, %d evictions" % (s["hits_passthrough"], s["evictions"]))
+wait_for("%d bytes held by unlinked cache files" % held_bytes(cache),
+         lambda: held_bytes(cache) < 16384)
+wait_for("more backing ids than cache entries: %s" % stats()["cache"],
+         lambda: 0 < stats()["cache"]["passthrough_backing"] <= stats()["cache"]["entries"])
+# One entry held open by a passthrough open while it is evicted.
+rel = names[0]
+read_file(rel)
+read_file(rel)
+read_until_passed(rel)
+held = os.open(os.path.join(mnt, rel), os.O_RDONLY)
+expect_bytes("held passthrough open", read_fd(held), rel)
+for other in names[1:16]:
+    read_file(other)
+    read_file(other)
+    read_until_passed(other)
+if "/" + rel in open(os.path.join(mnt, ".cached")).read().split("\n"):
+    sys.exit("FAIL: %s was not evicted" % rel)
+drop_caches()
+expect_bytes("held open after its eviction", read_fd(held), rel)
+os.close(held)
+wait_for("%d bytes held once the evicted file was closed" % held_bytes(cache),
+         lambda: held_bytes(cache) < 16384)
+wait_for("more backing ids than cache entries: %s" % stats()["cache"],
+         lambda: stats()["cache"]["passthrough_backing"] <= stats()["cache"]["entries"])
+# Evicted, fetched again and re-admitted: a new file, the source's bytes.
+read_file(rel)
+read_file(rel)
+read_until_passed(rel)
+drop_caches()
+read_file(rel)
+PY
+	stop_daemon
+	umount "$CACHE"
+}
+
+# An entry with a kept backing id is corrupted on disk: the next open must
+# not use the old id (the kernel would read the corrupted file) but drop the
+# entry and serve the source's bytes; its id is closed.
+test_a_corrupted_entry_is_not_read_through_its_kept_backing_id() {
+	ALLOWED_LOG='cached copy of .* dropped'
+	start_daemon
+	python3 - "$SRC" "$MNT" "$CACHE" <<PY || fail "corrupted entry behind a kept id"
+$PY_HELPERS
+cache = sys.argv[3]
+rel = files()[0]
+read_file(rel)                     # miss, checked first hit, passthrough hit
+read_file(rel)
+read_until_passed(rel)
+if stats()["cache"]["passthrough_backing"] != 1 or stats()["hits_passthrough"] != 1:
+    sys.exit("FAIL: no kept backing id: %s" % stats()["cache"])
+with open(os.path.join(src, rel), "rb") as f:
+    want = f.read()
+path = None
+for d, _, names in os.walk(os.path.join(cache, "data")):
+    for n in names:
+        with open(os.path.join(d, n), "rb") as f:
+            if f.read() == want:
+                path = os.path.join(d, n)
+if path is None:
+    sys.exit("FAIL: no cache file holds %s" % rel)
+with open(path, "r+b") as f:       # same size, other bytes
+    data = f.read()
+    f.seek(0)
+    f.write(bytes(b ^ 0xFF for b in data[:4096]))
+drop_caches()
+read_file(rel)
+s = stats()
+if s["corrupt"] != 1 or s["cache"]["passthrough_backing"] != 0:
+    sys.exit("FAIL: expected the entry dropped and its id closed: corrupt %d, %s"
+             % (s["corrupt"], s["cache"]))
+read_file(rel)                     # admitted again, checked, passed through
+read_file(rel)
+read_until_passed(rel)
+drop_caches()
+read_file(rel)
+PY
+	stop_daemon
+	ALLOWED_LOG='^$'
 }
 
 run_tests

@@ -270,9 +270,9 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		lines++;
 		s = end + 1;
 	}
-	/* 4 identity + the counters + 4, remote_ops 9, cache 8, source_reads 5,
+	/* 4 identity + the counters + 4, remote_ops 9, cache 9, source_reads 5,
 	 * memory 6, snapshot 5, lifetime (the counters + 2), the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 8 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 9 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);
@@ -294,7 +294,8 @@ START_TEST(test_every_key_once_per_object)
 			  "head_reads", "hit_ratio", "last_error", "epoch", "scored_samples",
 			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
-		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough", "announced" } },
+		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough",
+			     "passthrough_backing", "announced" } },
 		{ "source_reads", { "threads", "running", "queued" } },
 		{ "memory", { "limit", "used", "peak", "waits" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },

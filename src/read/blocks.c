@@ -75,8 +75,8 @@ struct dlc_blocks {
 	uint64_t block_size;
 	uint32_t readahead_blocks;      /* the window's cap, in blocks */
 	struct dlc_pool *pool;          /* readahead fetches from the source */
-	struct dlc_pool *local;         /* the local disk's work: readahead of cached
-					 * blocks (read and checked) and cache writes */
+	struct dlc_pool *local;         /* readahead of cached blocks (read whole and
+					 * checked): the local disk's work */
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when a flight lands */
 	struct block_flight *flights;   /* guarded by lock */
@@ -154,7 +154,6 @@ void dlc_blocks_stop(struct dlc_blocks *blocks)
 		dlc_pool_stop(blocks->pool, 2000);
 		blocks->pool = NULL;
 	}
-	/* After the source pool: its last offers may still queue here. */
 	if (blocks && blocks->local) {
 		dlc_pool_stop(blocks->local, 2000);
 		blocks->local = NULL;
@@ -380,15 +379,16 @@ static void drop_offer(void *arg)
 }
 
 /*
- * Offers landed flight f's bytes to the cache on the local pool, so that
- * the thread that read them from the source goes on to the next read and
- * cache writes do not crowd the disk (see DLC_BLOCKS_LOCAL_THREADS).
+ * Offers landed flight f's bytes to the cache on the source pool, so that
+ * the reader is answered first.  Not on the local pool: cache writes queued
+ * behind two threads held their blocks in memory while the source ran
+ * ahead (daemon RSS 537 MiB with four streams, against 150 MiB here).
  */
 static void offer_later(struct dlc_blocks *blocks, struct block_flight *f)
 {
 	struct dlc_pool_job job = { run_offer, drop_offer, f };
 
-	if (!blocks->local || dlc_pool_submit(blocks->local, &job) < 0)
+	if (!blocks->pool || dlc_pool_submit(blocks->pool, &job) < 0)
 		offer_and_settle(blocks, f);
 }
 
@@ -541,7 +541,7 @@ static void run_ahead(void *arg)
 		pthread_mutex_unlock(&blocks->lock);
 	} else {
 		pthread_mutex_unlock(&blocks->lock);
-		offer_later(blocks, f);
+		offer_and_settle(blocks, f);
 	}
 	reader_put(reader);
 	free(job);

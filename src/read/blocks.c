@@ -59,6 +59,8 @@ struct block_flight {
 	bool listed;
 	bool landed;
 	bool ahead;                     /* flown by readahead */
+	bool settling;                  /* landed from the source, its offer to the cache
+					 * not done: it stays listed until then */
 	int rc;
 	struct dlc_blob *blob;          /* landed with rc 0: the block's bytes */
 	struct dlc_block_reader *owner; /* ahead: the reader it is staged for, or NULL */
@@ -237,15 +239,23 @@ static void unlist_held(struct dlc_blocks *blocks, struct block_flight *f)
 }
 
 /*
- * Whether reader, having got the bytes of landed flight f, takes it off the
- * list: a readahead staged for it (or for nobody any more).  One staged for
- * another reader of the file stays listed for that reader, which would
- * otherwise read the block again if it came before the block's offer to the
- * cache is done.  Lock held.
+ * Reader has got the bytes of landed flight f: a readahead staged for it
+ * (or for nobody any more) leaves the list, unless its offer to the cache
+ * is still running: then it only loses its owner, and settle() unlists it
+ * once the cache holds the block (unlisted before, the block would be read
+ * from the source again by the next reader to want it).  One staged for
+ * another reader of the file stays listed for that reader.  Lock held, and
+ * a reference of the caller's besides the list's.
  */
-static bool taken_by(const struct block_flight *f, const struct dlc_block_reader *reader)
+static void take(struct dlc_blocks *blocks, struct block_flight *f,
+		 const struct dlc_block_reader *reader)
 {
-	return f->ahead && (f->owner == reader || f->owner == NULL);
+	if (!f->ahead || (f->owner != reader && f->owner != NULL))
+		return;
+	if (f->settling)
+		f->owner = NULL;
+	else
+		unlist_held(blocks, f);
 }
 
 /* unlist_held, when the list's may be the last reference. */
@@ -346,6 +356,7 @@ static void land(struct dlc_blocks *blocks, struct block_flight *f, int rc)
  * nobody waits for any more, leaves the list; staged readahead stays. */
 static void settle(struct dlc_blocks *blocks, struct block_flight *f)
 {
+	f->settling = false;
 	if (!f->ahead || !f->owner)
 		unlist_held(blocks, f);
 }
@@ -413,8 +424,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 		rc = f->rc;
 		if (rc == 0 && f->blob)
 			*out = dlc_blob_get(f->blob);
-		if (taken_by(f, reader))
-			unlist_held(blocks, f); /* taken: the reader holds it now */
+		take(blocks, f, reader);        /* the reader holds it now */
 		put_flight(f);
 		/* A readahead that failed (no room, the source) must not fail
 		 * the reader: it reads the block itself, below. */
@@ -431,8 +441,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			rc = f->rc;
 			if (rc == 0 && f->blob)
 				*out = dlc_blob_get(f->blob);
-			if (taken_by(f, reader))
-				unlist_held(blocks, f);
+			take(blocks, f, reader);
 			put_flight(f);
 			pthread_mutex_unlock(&blocks->lock);
 			return *out || rc < 0 ? rc : -EIO;
@@ -465,6 +474,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 		pthread_mutex_unlock(&blocks->lock);
 		return rc;
 	}
+	f->settling = true;
 	pthread_mutex_unlock(&blocks->lock);
 	/* The reader is answered first. */
 	offer_later(blocks, f);
@@ -497,7 +507,7 @@ static void drop_staged(struct dlc_block_reader *reader)
 		if (f->owner != reader)
 			continue;
 		f->owner = NULL;
-		if (f->landed)
+		if (f->landed && !f->settling)
 			unlist(blocks, f);
 	}
 	pthread_mutex_unlock(&blocks->lock);
@@ -540,6 +550,7 @@ static void run_ahead(void *arg)
 		put_flight(f);
 		pthread_mutex_unlock(&blocks->lock);
 	} else {
+		f->settling = true;
 		pthread_mutex_unlock(&blocks->lock);
 		offer_and_settle(blocks, f);
 	}
@@ -894,8 +905,9 @@ static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t in
 	f = find_flight(blocks, reader->ino, index);
 	if (f && f->landed && f->rc == 0 && f->blob) {
 		blob = dlc_blob_get(f->blob);
-		if (taken_by(f, reader))
-			unlist(blocks, f);      /* taken: the reader holds it now */
+		f->refs++;
+		take(blocks, f, reader);        /* the reader holds it now */
+		put_flight(f);
 	}
 	pthread_mutex_unlock(&blocks->lock);
 	return blob;

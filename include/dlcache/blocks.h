@@ -56,9 +56,8 @@ struct dlc_block_reader;        /* per open file; opaque */
  * needs many calls in flight to fill its link). */
 #define DLC_BLOCKS_READAHEAD_THREADS 16
 /* Threads that read cached blocks ahead (each read whole and checked on
- * its first use in a mount): a local disk (measured on this project's VM
- * disk) reads 4 MiB blocks at 450 MB/s one at a time and 200 MB/s eight at
- * a time. */
+ * its first use in a mount): a local disk reads a few streams faster than
+ * many. */
 #define DLC_BLOCKS_LOCAL_THREADS 2
 
 /*

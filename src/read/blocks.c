@@ -79,6 +79,7 @@ struct dlc_blocks {
 	struct dlc_pool *pool;          /* readahead fetches from the source */
 	struct dlc_pool *local;         /* readahead of cached blocks (read whole and
 					 * checked): the local disk's work */
+	struct dlc_blob_spares *spares; /* the blocks' buffers, reused (fetch.h) */
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when a flight lands */
 	struct block_flight *flights;   /* guarded by lock */
@@ -115,6 +116,19 @@ static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
 								   : reader->blocks->block_size;
 }
 
+/*
+ * How many put block buffers are kept for reuse: 32 MiB of them (8 blocks
+ * of 4 MiB), at least one.  A reader's stream frees a block about as often
+ * as its readahead takes one, so a few circulate; the daemon's memory stays
+ * within its budget plus these.
+ */
+static unsigned spare_buffers(uint64_t block_size)
+{
+	uint64_t n = (32ull << 20) / block_size;
+
+	return n ? (unsigned)n : 1;
+}
+
 struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 				     const struct dlc_snapshot *snapshot,
 				     struct dlc_cache *cache, struct dlc_stats *stats,
@@ -127,7 +141,8 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 		goto fail;
 	blocks->pool = dlc_pool_create(DLC_BLOCKS_READAHEAD_THREADS);
 	blocks->local = dlc_pool_create(DLC_BLOCKS_LOCAL_THREADS);
-	if (!blocks->pool || !blocks->local)
+	blocks->spares = dlc_blob_spares_create(block_size, spare_buffers(block_size));
+	if (!blocks->pool || !blocks->local || !blocks->spares)
 		goto fail;
 	blocks->source = *source;
 	blocks->snapshot = snapshot;
@@ -145,6 +160,7 @@ fail:
 	if (blocks) {
 		dlc_pool_stop(blocks->pool, 0);
 		dlc_pool_stop(blocks->local, 0);
+		dlc_blob_spares_close(blocks->spares);
 	}
 	free(blocks);
 	return NULL;
@@ -175,6 +191,8 @@ void dlc_blocks_free(struct dlc_blocks *blocks)
 		dlc_blob_put(f->blob);
 		free(f);
 	}
+	/* Blobs still held (by open handles' readers) free their buffers. */
+	dlc_blob_spares_close(blocks->spares);
 	pthread_cond_destroy(&blocks->landed);
 	pthread_mutex_destroy(&blocks->lock);
 	free(blocks);
@@ -193,14 +211,12 @@ static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, bool 
 	} else {
 		dlc_budget_acquire(budget, size);
 	}
-	blob = malloc(sizeof(*blob) + size + 1);       /* + 1: see load_block */
+	blob = dlc_blob_spares_take(blocks->spares, size);   /* + 1 byte: see load_block */
 	if (!blob) {
 		dlc_budget_release(budget, size);
 		return NULL;
 	}
-	atomic_init(&blob->refs, 1);
 	blob->budget = budget;
-	blob->size = size;
 	return blob;
 }
 

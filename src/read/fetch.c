@@ -166,6 +166,7 @@ static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 	}
 	atomic_init(&blob->refs, 1);
 	blob->budget = fetch->budget;
+	blob->spares = NULL;
 	blob->size = size;
 	return blob;
 }
@@ -181,11 +182,112 @@ struct dlc_blob *dlc_blob_get(struct dlc_blob *blob)
 	return blob_get(blob);
 }
 
+struct dlc_blob_spares {
+	pthread_mutex_t lock;
+	uint64_t capacity;
+	unsigned max;
+	unsigned count;                 /* lock: buffers in kept */
+	unsigned refs;                  /* lock: blobs out, + 1 until closed */
+	bool closed;                    /* lock */
+	struct dlc_blob **kept;         /* lock: max slots */
+};
+
+struct dlc_blob_spares *dlc_blob_spares_create(uint64_t capacity, unsigned max)
+{
+	struct dlc_blob_spares *spares = calloc(1, sizeof(*spares));
+
+	if (!spares || capacity == 0 || !(spares->kept = calloc(max ? max : 1, sizeof(*spares->kept)))) {
+		free(spares);
+		return NULL;
+	}
+	pthread_mutex_init(&spares->lock, NULL);
+	spares->capacity = capacity;
+	spares->max = max;
+	spares->refs = 1;
+	return spares;
+}
+
+static void spares_free(struct dlc_blob_spares *spares)
+{
+	pthread_mutex_destroy(&spares->lock);
+	free(spares->kept);
+	free(spares);
+}
+
+struct dlc_blob *dlc_blob_spares_take(struct dlc_blob_spares *spares, uint64_t size)
+{
+	struct dlc_blob *blob = NULL;
+
+	if (size > spares->capacity)
+		return NULL;
+	pthread_mutex_lock(&spares->lock);
+	if (spares->count > 0)
+		blob = spares->kept[--spares->count];
+	pthread_mutex_unlock(&spares->lock);
+	/* Every buffer has the full capacity, so that any can serve any size. */
+	if (!blob && !(blob = malloc(sizeof(*blob) + spares->capacity + 1)))
+		return NULL;
+	pthread_mutex_lock(&spares->lock);
+	spares->refs++;
+	pthread_mutex_unlock(&spares->lock);
+	atomic_init(&blob->refs, 1);
+	blob->budget = NULL;
+	blob->spares = spares;
+	blob->size = size;
+	return blob;
+}
+
+unsigned dlc_blob_spares_count(struct dlc_blob_spares *spares)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&spares->lock);
+	n = spares->count;
+	pthread_mutex_unlock(&spares->lock);
+	return n;
+}
+
+/* The last reference of blob, from spares: kept, or freed. */
+static void spares_put(struct dlc_blob_spares *spares, struct dlc_blob *blob)
+{
+	bool last;
+
+	pthread_mutex_lock(&spares->lock);
+	if (!spares->closed && spares->count < spares->max) {
+		spares->kept[spares->count++] = blob;
+		blob = NULL;
+	}
+	last = --spares->refs == 0;
+	pthread_mutex_unlock(&spares->lock);
+	free(blob);
+	if (last)
+		spares_free(spares);
+}
+
+void dlc_blob_spares_close(struct dlc_blob_spares *spares)
+{
+	bool last;
+
+	if (!spares)
+		return;
+	pthread_mutex_lock(&spares->lock);
+	spares->closed = true;
+	while (spares->count > 0)
+		free(spares->kept[--spares->count]);
+	last = --spares->refs == 0;
+	pthread_mutex_unlock(&spares->lock);
+	if (last)
+		spares_free(spares);
+}
+
 void dlc_blob_put(struct dlc_blob *blob)
 {
 	if (blob && atomic_fetch_sub(&blob->refs, 1) == 1) {
 		dlc_budget_release(blob->budget, blob->size);
-		free(blob);
+		if (blob->spares)
+			spares_put(blob->spares, blob);
+		else
+			free(blob);
 	}
 }
 

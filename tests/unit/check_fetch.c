@@ -833,6 +833,49 @@ START_TEST(a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole)
 }
 END_TEST
 
+/*
+ * Put blobs of a spares go back to it (at most max kept), the next take
+ * reuses a kept buffer, bytes of any size up to the capacity fit, and a
+ * blob put after close frees its memory (ASan and LSan would report a
+ * use after free or a leak).
+ */
+START_TEST(spare_buffers_are_reused_up_to_their_cap)
+{
+	struct dlc_blob_spares *spares = dlc_blob_spares_create(8192, 2);
+	struct dlc_blob *a, *b, *c, *again, *late;
+
+	ck_assert_ptr_nonnull(spares);
+	ck_assert_ptr_null(dlc_blob_spares_take(spares, 8193));  /* over the capacity */
+	a = dlc_blob_spares_take(spares, 8192);
+	b = dlc_blob_spares_take(spares, 100);
+	c = dlc_blob_spares_take(spares, 1);
+	ck_assert(a && b && c);
+	ck_assert_uint_eq(b->size, 100);
+	memset(a->data, 0xab, 8193);                            /* capacity + 1 */
+	memset(c->data, 0xcd, 8193);                            /* any buffer has it all */
+	ck_assert_uint_eq(dlc_blob_spares_count(spares), 0);
+	dlc_blob_put(a);
+	dlc_blob_put(dlc_blob_get(b));                          /* not the last reference */
+	ck_assert_uint_eq(dlc_blob_spares_count(spares), 1);
+	dlc_blob_put(b);
+	dlc_blob_put(c);                                        /* over the cap: freed */
+	ck_assert_uint_eq(dlc_blob_spares_count(spares), 2);
+
+	again = dlc_blob_spares_take(spares, 4096);
+	ck_assert(again == b || again == a);
+	ck_assert_uint_eq(again->size, 4096);
+	ck_assert_uint_eq(atomic_load(&again->refs), 1);
+	ck_assert_ptr_null(again->budget);
+	ck_assert_uint_eq(dlc_blob_spares_count(spares), 1);
+	late = dlc_blob_spares_take(spares, 10);
+	ck_assert_uint_eq(dlc_blob_spares_count(spares), 0);
+	dlc_blob_put(again);
+	dlc_blob_spares_close(spares);                          /* frees the one kept */
+	late->data[0] = 1;
+	dlc_blob_put(late);                                     /* frees it, then spares */
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -841,6 +884,7 @@ static Suite *fetch_suite(void)
 	TCase *capacity = tcase_create("capacity");
 	TCase *flights = tcase_create("single flight");
 	TCase *blocks = tcase_create("blocks");
+	TCase *spares = tcase_create("spare buffers");
 
 	tcase_add_checked_fixture(hits, setup, teardown);
 	tcase_add_test(hits, miss_then_hit);
@@ -879,6 +923,9 @@ static Suite *fetch_suite(void)
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
 	suite_add_tcase(s, blocks);
+
+	tcase_add_test(spares, spare_buffers_are_reused_up_to_their_cap);
+	suite_add_tcase(s, spares);
 	return s;
 }
 

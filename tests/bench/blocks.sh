@@ -12,8 +12,8 @@
 # MiB, built once under $BENCH_DIR.  Needs root and /dev/fuse.  RUNS (default
 # 3) repeats the timed parts; the best run is printed (shared, noisy cores).
 # ONLY_EPOCHS=1 runs the epochs alone.
-# BASELINE=/path/to/older/dlcache adds its first pass, run the same way in
-# the same run, for a side-by-side ratio.
+# BASELINE=/path/to/older/dlcache adds its first pass and its cached pass,
+# run the same way in the same run, for side-by-side ratios.
 # The uncached parts read the source files from the page cache (warmed
 # first), so that the emulated link, not the local disk, is what limits them.
 . "$(dirname "$0")/lib.sh"
@@ -93,7 +93,8 @@ printf '%-44s %8s ms (target <= 60)\n' "first byte of an uncached shard" "$(min_
 
 # Cached pass: the cache of the last run above, a new mount (every block is
 # checked on first use), page cache dropped, vs the source file read natively.
-native=() cached=() reads=()
+# With BASELINE, the baseline reads the same cache the same way, in turn.
+native=() cached=() reads=() base_cached=()
 mount_dlcache "$SRC" "cache_size=100G,$SLOW"
 for run in $(seq 1 "$RUNS"); do
 	drop_caches
@@ -104,12 +105,23 @@ for run in $(seq 1 "$RUNS"); do
 	before=$(stat_of remote_ops.read)
 	cached+=("$(seconds_of "$MNT/big/s0.tfrecord")")
 	reads+=($(($(stat_of remote_ops.read) - before)))
+	if [ -n "${BASELINE:-}" ]; then
+		unmount_dlcache
+		DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,$SLOW"
+		drop_caches
+		base_cached+=("$(seconds_of "$MNT/big/s0.tfrecord")")
+	fi
 done
 unmount_dlcache
 ns=$(min_of "${native[@]}") cs=$(min_of "${cached[@]}")
 printf '%-44s native %6.0f MiB/s, dlcache %6.0f MiB/s: %.2fx (target >= 0.67)\n' "cached pass, page cache dropped" \
 	"$(awk "BEGIN {print $SHARD_BYTES / $ns / 1048576}")" "$(awk "BEGIN {print $SHARD_BYTES / $cs / 1048576}")" \
 	"$(awk "BEGIN {print $ns / $cs}")"
+if [ -n "${BASELINE:-}" ]; then
+	bs=$(min_of "${base_cached[@]}")
+	printf '%-44s %6.0f MiB/s: %.2fx native\n' "baseline cached pass ($BASELINE)" \
+		"$(awk "BEGIN {print $SHARD_BYTES / $bs / 1048576}")" "$(awk "BEGIN {print $ns / $bs}")"
+fi
 printf '%-44s %8s (target 0)\n' "source reads in the cached passes" "$(printf '%s\n' "${reads[@]}" | sort -g | tail -n 1)"
 
 # Four streams, uncached, and the daemon's RSS growth meanwhile.

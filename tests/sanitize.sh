@@ -43,6 +43,8 @@ export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
 # Reports that belong to libraries (libnfs 4.0): see asan.supp and lsan.supp.
 export LSAN_OPTIONS="suppressions=$SRCDIR/tests/lsan.supp:print_suppressions=0"
 export STRESS_SECONDS=${STRESS_SECONDS:-15}
+# Mount suites that leave out what only repeats the main build's coverage.
+export DLC_SANITIZE=1
 # The unit cases' own time limits (libcheck's), stretched as meson's are:
 # under ASan the fetch and capacity cases run about three times slower.
 export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-3}

@@ -7,7 +7,7 @@
 #
 # Environment:
 #     FUZZ_BUILD    build directory (default: build-fuzz in the source tree)
-#     FUZZ_SECONDS  seconds of fuzzing per target (default: 60, or 20 with
+#     FUZZ_SECONDS  seconds of fuzzing per target (default: 60, or 10 with
 #                   CI set: a fresh clone's CI run keeps within its time
 #                   budget; 0 replays only)
 #     SRCDIR        the source tree (default: this script's ../..)
@@ -23,7 +23,7 @@
 set -euo pipefail
 SRCDIR=${SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 FUZZ_BUILD=${FUZZ_BUILD:-$SRCDIR/build-fuzz}
-if [ -n "${CI:-}" ]; then FUZZ_SECONDS=${FUZZ_SECONDS:-20}; else FUZZ_SECONDS=${FUZZ_SECONDS:-60}; fi
+if [ -n "${CI:-}" ]; then FUZZ_SECONDS=${FUZZ_SECONDS:-10}; else FUZZ_SECONDS=${FUZZ_SECONDS:-60}; fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(control options)
 

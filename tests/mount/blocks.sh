@@ -281,4 +281,17 @@ test_tar_corrupted_block_is_refetched_and_counted() {
 # test_packed_disk_stays_within_capacity_with_blocks covers; 11 s saved in
 # each build CI runs.
 
+# Under the sanitizers (tests/sanitize.sh sets DLC_SANITIZE) the packed and
+# tar sources keep only their bytes tests: the others run the same blocks.c
+# and cache code as over the tree, which they cover there, and the main build
+# runs them all over every source.  About 30 s of CI.
+if [ -n "${DLC_SANITIZE:-}" ]; then
+	unset -f test_packed_random_4k_reads_in_a_cached_file_make_no_source_reads \
+		test_packed_corrupted_block_is_refetched_and_counted \
+		test_packed_kill_9_mid_stream_then_remount_serves_only_correct_bytes \
+		test_packed_disk_stays_within_capacity_with_blocks \
+		test_tar_random_4k_reads_in_a_cached_file_make_no_source_reads \
+		test_tar_corrupted_block_is_refetched_and_counted
+fi
+
 run_tests

@@ -328,11 +328,14 @@ static int cmd_mount(int argc, char **argv)
 	dlc_stats_init(&stats);
 	dlc_budget_init(&budget, opts.memory_limit);
 	/*
-	 * File buffers (blocks of 4 MiB, samples) are mmap'd and go back to
-	 * the system when freed.  glibc otherwise raises its mmap threshold
-	 * after the first such free and serves the next ones from its heaps,
-	 * which keep the freed memory: the daemon's RSS grows far past what
-	 * the memory budget counts.
+	 * File buffers of 1 MiB and more (samples, chunks) are mmap'd and go
+	 * back to the system when freed.  glibc otherwise raises its mmap
+	 * threshold after the first such free and serves the next ones from
+	 * its heaps, which keep the freed memory: the daemon's RSS grows far
+	 * past what the memory budget counts.  The buffers that are freed and
+	 * taken again all the time, blocks of large files and the directory
+	 * source's reads, are kept instead, in bounded sets of spares
+	 * (dlc_blob_spares in fetch.h, backend_deadline.c).
 	 */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	rc = dlc_backend_create(opts.source, &opts.backend, &backend, &cause);

@@ -13,7 +13,9 @@
 #include <check.h>
 #include <pthread.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,6 +343,113 @@ START_TEST(test_source_bw_is_one_shared_link)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * The time limit's read buffers (backend_deadline.c).  A fake driver whose
+ * reads at offset 1 hang for a while and then keep writing 0xAA into their
+ * buffer (a late, abandoned read); every other read fills 0xBB at once and
+ * records the buffer it was given.
+ */
+struct fake_file {
+	int unused;
+};
+
+static _Atomic bool fake_saw_last_bytes;     /* the buffer held the last read's bytes */
+
+static int fake_open(void *priv, const char *path, struct dlc_backend_file **out)
+{
+	(void)priv;
+	(void)path;
+	*out = (struct dlc_backend_file *)calloc(1, sizeof(struct fake_file));
+	return *out ? 0 : -ENOMEM;
+}
+
+static ssize_t fake_pread(void *priv, struct dlc_backend_file *file, void *buf, size_t len,
+			  uint64_t off)
+{
+	(void)priv;
+	(void)file;
+	if (off == 1) {
+		double end;
+
+		usleep(100 * 1000);
+		end = now() + 0.4;
+		while (now() < end) {
+			memset(buf, 0xaa, len);
+			usleep(1000);
+		}
+		return (ssize_t)len;
+	}
+	atomic_store(&fake_saw_last_bytes, ((unsigned char *)buf)[len - 1] == 0xbb);
+	memset(buf, 0xbb, len);
+	return (ssize_t)len;
+}
+
+static int fake_close(void *priv, struct dlc_backend_file *file)
+{
+	(void)priv;
+	free(file);
+	return 0;
+}
+
+static void fake_destroy(void *priv)
+{
+	(void)priv;
+}
+
+static const struct dlc_backend_ops fake_ops = {
+	.name = "fake",
+	.open = fake_open,
+	.pread = fake_pread,
+	.close = fake_close,
+	.destroy = fake_destroy,
+};
+
+/*
+ * A read of 2 MiB reuses the buffer of the read before it (a fresh buffer
+ * costs a page fault per page), but never the buffer of a read abandoned at
+ * its deadline: that one is still being written, and every read meanwhile
+ * gets only its own bytes.
+ */
+START_TEST(test_deadline_reuses_read_buffers_but_never_an_abandoned_one)
+{
+	struct dlc_backend backend = { .ops = &fake_ops };
+	struct dlc_backend_file *file;
+	size_t len = 2 << 20;
+	unsigned char *out = malloc(len);
+	double end;
+	int reads = 0;
+
+	/* As the daemon does (main.c): freed buffers of 1 MiB and more go back
+	 * to the system, and new ones come zeroed. */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(dlc_backend_deadline_wrap(&backend, 50 * 1000000ull), 0);
+	ck_assert_int_eq(backend.ops->open(backend.priv, "f", &file), 0);
+
+	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 0), (ssize_t)len);
+	ck_assert(!atomic_load(&fake_saw_last_bytes));          /* a new buffer */
+	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 0), (ssize_t)len);
+	ck_assert(atomic_load(&fake_saw_last_bytes));           /* the same one again */
+
+	/* Abandoned at 50 ms; its driver call writes 0xAA from 100 to 500 ms. */
+	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 1), -ETIMEDOUT);
+	end = now() + 0.6;
+	while (now() < end) {
+		memset(out, 0, len);
+		ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 0), (ssize_t)len);
+		for (size_t i = 0; i < len; i += 4093)
+			ck_assert_msg(out[i] == 0xbb, "read %d: byte %zu is 0x%02x", reads, i, out[i]);
+		ck_assert_int_eq(out[len - 1], 0xbb);
+		reads++;
+		usleep(2000);
+	}
+	ck_assert_int_gt(reads, 10);
+	ck_assert_int_eq(backend.ops->close(backend.priv, file), 0);
+	backend.ops->destroy(backend.priv);
+	free(out);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create("backend");
@@ -361,6 +470,9 @@ static Suite *backend_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("emulated_link");
 	tcase_add_test(tc, test_source_bw_is_one_shared_link);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("deadline");
+	tcase_add_test(tc, test_deadline_reuses_read_buffers_but_never_an_abandoned_one);
 	suite_add_tcase(s, tc);
 	return s;
 }

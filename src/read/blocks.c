@@ -117,14 +117,15 @@ static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
 }
 
 /*
- * How many put block buffers are kept for reuse: 64 MiB of them (16 blocks
- * of 4 MiB, a full readahead window), at least one.  A reader's stream
- * frees a block about as often as its readahead takes one, so they
- * circulate; the daemon's memory stays within its budget plus these.
+ * How many put block buffers are kept for reuse: 32 MiB of them (8 blocks
+ * of 4 MiB), at least one.  A reader's stream frees a block about as often
+ * as its readahead takes one, so they circulate; the daemon's memory stays
+ * within its budget plus these.  Measured on a 1 GiB first pass: 40,000
+ * page faults with 32 or 64 MiB kept (287,000 with none).
  */
 static unsigned spare_buffers(uint64_t block_size)
 {
-	uint64_t n = (64ull << 20) / block_size;
+	uint64_t n = (32ull << 20) / block_size;
 
 	return n ? (unsigned)n : 1;
 }

@@ -49,7 +49,10 @@
  *                re-keys one entry, a new pass rebuilds the heap.  A pass is
  *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
  *                one is, inferred: a second read of a sample in a pass
- *                starts the next.
+ *                starts the next.  An announced pass that reads a sample
+ *                twice draws with replacement (pass_repeats): for the rest
+ *                of it unread entries promise no hit and are evictable too,
+ *                and the heap ranks by score alone (rebuilt once).
  *   planner      importance only, from the first announcement: the announced
  *                order (planner.c), each inode's upcoming lines.
  *
@@ -113,6 +116,7 @@ struct dlc_policy {
 	uint32_t *read_pass;       /* importance only: the pass ino was last read in, 0 = never */
 	uint32_t pass;             /* importance only: the current pass, from 1 */
 	bool pass_announced;       /* importance only: passes come from dlc_policy_begin_pass */
+	bool pass_repeats;         /* importance only: an announced pass read a sample twice */
 	uint32_t announced_epoch;  /* importance only: the last epoch announced */
 };
 
@@ -309,8 +313,22 @@ static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
 }
 
 /*
+ * Whether cached ino may go for a miss that is not announced, as far as the
+ * pass goes: when it was read in this pass, or when this pass is known to
+ * draw with replacement (an announced pass that read a sample twice).  The
+ * rule protects the entries a per-epoch permutation is sure to read later in
+ * the pass; a job that draws with replacement gives no such promise, and an
+ * entry it has not drawn yet in the pass is the one least likely drawn.
+ */
+static bool evictable_this_pass(const struct dlc_policy *policy, uint32_t ino)
+{
+	return policy->pass_repeats || read_this_pass(policy, ino);
+}
+
+/*
  * Whether a comes before b in the heap: entries already read in this pass
- * first (the only evictable ones), then unknown scores, then score, then inode.
+ * first (the only evictable ones, until the pass repeats a sample:
+ * evictable_this_pass), then unknown scores, then score, then inode.
  * Once an order is announced the heap holds entries not needed within it,
  * and what predicts a use beyond the horizon is the score, not this pass's
  * reads: the pass no longer orders (importance_victim still requires it for
@@ -322,7 +340,8 @@ static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 	float score_b = score_of(policy, b);
 	bool read_a = read_this_pass(policy, a);
 
-	if (policy->planner == NULL && read_a != read_this_pass(policy, b))
+	if (policy->planner == NULL && !policy->pass_repeats &&
+	    read_a != read_this_pass(policy, b))
 		return read_a;
 	if (isnan(score_a) || isnan(score_b)) {
 		if (isnan(score_a) != isnan(score_b))
@@ -599,7 +618,7 @@ static uint32_t importance_victim(const struct dlc_policy *policy, uint64_t use,
 
 		if (use != DLC_PLANNER_NEVER)
 			return victim;
-		if (!isnan(score) && read_this_pass(policy, victim) &&
+		if (!isnan(score) && evictable_this_pass(policy, victim) &&
 		    less_important(policy, victim, score))
 			return victim;
 		return 0;
@@ -667,6 +686,7 @@ static void next_pass(struct dlc_policy *policy)
 		memset(policy->read_pass, 0, ((size_t)policy->max_ino + 1) * sizeof(*policy->read_pass));
 		policy->pass = 1;
 	}
+	policy->pass_repeats = false;
 	heap_build(policy, &policy->heap);
 }
 
@@ -682,8 +702,14 @@ static void note_read(struct dlc_policy *policy, uint32_t ino)
 		return;
 	if (read_this_pass(policy, ino) && !policy->pass_announced)
 		next_pass(policy);
-	if (read_this_pass(policy, ino))
+	if (read_this_pass(policy, ino)) {
+		/* An announced pass that repeats a sample draws with replacement. */
+		if (!policy->pass_repeats) {
+			policy->pass_repeats = true;
+			heap_build(policy, &policy->heap);
+		}
 		return;
+	}
 	policy->read_pass[ino] = policy->pass;
 	if (is_cached(policy, ino))
 		entry_fix(policy, ino);

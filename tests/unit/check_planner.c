@@ -422,6 +422,68 @@ START_TEST(test_plan_takes_unannounced_entries_first)
 }
 END_TEST
 
+/*
+ * An announced pass that reads a sample twice draws with replacement: an
+ * entry it has not read yet is no certain hit in it, so a more important miss
+ * with no announced use left may take its place.  Cache 2: 1 (score 0.1) and
+ * 2 (0.9) restored; pass 2 announces 2 2 3 and pass 3 announces 3 2 3.  MIN
+ * keeps 3 over 1 (1 is never read again): one miss, 3's first read.  Were 1
+ * kept for being unread in pass 2, 3 would miss again in pass 3.
+ */
+START_TEST(test_plan_repeats_lift_the_pass_rule)
+{
+	static const uint32_t pass2[] = { 2, 2, 3 };
+	static const uint32_t pass3[] = { 3, 2, 3 };
+	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
+	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
+	struct dlc_ino_list victims = { 0 };
+	size_t misses = 0;
+
+	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
+	dlc_policy_begin_pass(policy, 2);
+	announce(policy, pass2, ARRAY_SIZE(pass2));
+	for (size_t i = 0; i < ARRAY_SIZE(pass2); i++)
+		misses += !read_one(policy, pass2[i], &victims);
+	/* 3 took 1's place: 1 was not read in the pass, but the pass repeats. */
+	ck_assert(dlc_policy_contains(policy, 3));
+	ck_assert(!dlc_policy_contains(policy, 1));
+	dlc_policy_begin_pass(policy, 3);
+	announce(policy, pass3, ARRAY_SIZE(pass3));
+	for (size_t i = 0; i < ARRAY_SIZE(pass3); i++)
+		misses += !read_one(policy, pass3[i], &victims);
+	ck_assert_uint_eq(misses, 1);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+/*
+ * The same start without a repeat (a permutation whose order is announced a
+ * window at a time): 1, not read yet in the pass, is a certain hit later in
+ * it, and 3, with no announced use left, bypasses.
+ */
+START_TEST(test_plan_keeps_unread_entries_without_repeats)
+{
+	static const uint32_t window[] = { 2, 3 };
+	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
+	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
+	struct dlc_ino_list victims = { 0 };
+
+	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
+	dlc_policy_begin_pass(policy, 2);
+	announce(policy, window, ARRAY_SIZE(window));
+	ck_assert(read_one(policy, 2, &victims));
+	ck_assert(!read_one(policy, 3, &victims));
+	ck_assert_uint_eq(victims.count, 0);
+	ck_assert(!dlc_policy_contains(policy, 3));
+	ck_assert(read_one(policy, 1, &victims));
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
 START_TEST(test_plan_judges_a_prefetch_by_the_use_after)
 {
 	/* Cache 1 and 2; a prefetch of 3 (line 3) serves line 3 from memory,
@@ -584,6 +646,8 @@ static Suite *planner_suite(void)
 	tcase_add_test(tc, test_plan_unannounced_miss_never_displaces_announced);
 	tcase_add_test(tc, test_plan_takes_unannounced_entries_first);
 	tcase_add_test(tc, test_plan_judges_a_prefetch_by_the_use_after);
+	tcase_add_test(tc, test_plan_repeats_lift_the_pass_rule);
+	tcase_add_test(tc, test_plan_keeps_unread_entries_without_repeats);
 	tcase_add_loop_test(tc, test_plan_other_kinds_ignore_the_order, 0, 3);
 	tcase_add_loop_test(tc, test_plan_random_operations_keep_invariants, 0, 2);
 	suite_add_tcase(s, tc);

@@ -49,10 +49,10 @@
  *                re-keys one entry, a new pass rebuilds the heap.  A pass is
  *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
  *                one is, inferred: a second read of a sample in a pass
- *                starts the next.  An announced pass that reads a sample
- *                twice draws with replacement (pass_repeats): for the rest
- *                of it unread entries promise no hit and are evictable too,
- *                and the heap ranks by score alone (rebuilt once).
+ *                starts the next.  An announced pass whose reads consume
+ *                a second announced line of a sample draws with
+ *                replacement (pass_repeats): for the rest of it, unread
+ *                entries promise no hit and are evictable too.
  *   planner      importance only, from the first announcement: the announced
  *                order (planner.c), each inode's upcoming lines.
  *
@@ -116,7 +116,7 @@ struct dlc_policy {
 	uint32_t *read_pass;       /* importance only: the pass ino was last read in, 0 = never */
 	uint32_t pass;             /* importance only: the current pass, from 1 */
 	bool pass_announced;       /* importance only: passes come from dlc_policy_begin_pass */
-	bool pass_repeats;         /* importance only: an announced pass read a sample twice */
+	bool pass_repeats;         /* importance only: this pass read an announced sample twice */
 	uint32_t announced_epoch;  /* importance only: the last epoch announced */
 };
 
@@ -315,10 +315,13 @@ static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
 /*
  * Whether cached ino may go for a miss that is not announced, as far as the
  * pass goes: when it was read in this pass, or when this pass is known to
- * draw with replacement (an announced pass that read a sample twice).  The
- * rule protects the entries a per-epoch permutation is sure to read later in
- * the pass; a job that draws with replacement gives no such promise, and an
- * entry it has not drawn yet in the pass is the one least likely drawn.
+ * draw with replacement (pass_repeats: its announced order named a sample
+ * twice and the reads got there).  The rule protects the entries a per-epoch
+ * permutation is sure to read later in the pass, which matters when its
+ * order is announced a window at a time; a job that draws with replacement
+ * gives no such promise, and an entry it has not drawn yet in the pass is the
+ * one least likely drawn.  Only announced reads count: a file opened twice by
+ * accident under a permutation does not lift the rule.
  */
 static bool evictable_this_pass(const struct dlc_policy *policy, uint32_t ino)
 {
@@ -327,8 +330,7 @@ static bool evictable_this_pass(const struct dlc_policy *policy, uint32_t ino)
 
 /*
  * Whether a comes before b in the heap: entries already read in this pass
- * first (the only evictable ones, until the pass repeats a sample:
- * evictable_this_pass), then unknown scores, then score, then inode.
+ * first (the only evictable ones), then unknown scores, then score, then inode.
  * Once an order is announced the heap holds entries not needed within it,
  * and what predicts a use beyond the horizon is the score, not this pass's
  * reads: the pass no longer orders (importance_victim still requires it for
@@ -340,8 +342,7 @@ static bool ranks_below(const struct dlc_policy *policy, uint32_t a, uint32_t b)
 	float score_b = score_of(policy, b);
 	bool read_a = read_this_pass(policy, a);
 
-	if (policy->planner == NULL && !policy->pass_repeats &&
-	    read_a != read_this_pass(policy, b))
+	if (policy->planner == NULL && read_a != read_this_pass(policy, b))
 		return read_a;
 	if (isnan(score_a) || isnan(score_b)) {
 		if (isnan(score_a) != isnan(score_b))
@@ -702,14 +703,8 @@ static void note_read(struct dlc_policy *policy, uint32_t ino)
 		return;
 	if (read_this_pass(policy, ino) && !policy->pass_announced)
 		next_pass(policy);
-	if (read_this_pass(policy, ino)) {
-		/* An announced pass that repeats a sample draws with replacement. */
-		if (!policy->pass_repeats) {
-			policy->pass_repeats = true;
-			heap_build(policy, &policy->heap);
-		}
+	if (read_this_pass(policy, ino))
 		return;
-	}
 	policy->read_pass[ino] = policy->pass;
 	if (is_cached(policy, ino))
 		entry_fix(policy, ino);
@@ -807,8 +802,11 @@ int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino)
 
 void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino)
 {
-	if (policy->planner != NULL)
-		(void)dlc_planner_consume(policy->planner, ino);
+	if (policy->planner == NULL || !dlc_planner_consume(policy->planner, ino))
+		return;
+	/* Consumed before this read is noted: a second announced read in the pass. */
+	if (policy->pass_announced && read_this_pass(policy, ino))
+		policy->pass_repeats = true;
 }
 
 uint64_t dlc_policy_announced(const struct dlc_policy *policy)

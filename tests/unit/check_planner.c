@@ -423,7 +423,8 @@ START_TEST(test_plan_takes_unannounced_entries_first)
 END_TEST
 
 /*
- * An announced pass that reads a sample twice draws with replacement: an
+ * An announced pass whose reads reach a sample's second announced line draws
+ * with replacement: an
  * entry it has not read yet is no certain hit in it, so a more important miss
  * with no announced use left may take its place.  Cache 2: 1 (score 0.1) and
  * 2 (0.9) restored; pass 2 announces 2 2 3 and pass 3 announces 3 2 3.  MIN
@@ -459,9 +460,10 @@ START_TEST(test_plan_repeats_lift_the_pass_rule)
 END_TEST
 
 /*
- * The same start without a repeat (a permutation whose order is announced a
- * window at a time): 1, not read yet in the pass, is a certain hit later in
- * it, and 3, with no announced use left, bypasses.
+ * The same start without an announced repeat (a permutation whose order is
+ * announced a window at a time, and 2 opened twice by accident): 1, not read
+ * yet in the pass, is a certain hit later in it, and 3, with no announced
+ * use left, bypasses.
  */
 START_TEST(test_plan_keeps_unread_entries_without_repeats)
 {
@@ -474,6 +476,7 @@ START_TEST(test_plan_keeps_unread_entries_without_repeats)
 	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
 	dlc_policy_begin_pass(policy, 2);
 	announce(policy, window, ARRAY_SIZE(window));
+	ck_assert(read_one(policy, 2, &victims));
 	ck_assert(read_one(policy, 2, &victims));
 	ck_assert(!read_one(policy, 3, &victims));
 	ck_assert_uint_eq(victims.count, 0);

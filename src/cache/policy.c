@@ -49,8 +49,10 @@
  *                re-keys one entry, a new pass rebuilds the heap.  A pass is
  *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
  *                one is, inferred: a second read of a sample in a pass
- *                starts the next.  An announced pass whose reads consume
- *                a second announced line of a sample draws with
+ *                starts the next.  An announced pass that reads a sample
+ *                a second time, through a second line of the order or with
+ *                its whole order announced before its first read
+ *                (pass_whole: a job naming each sample once), draws with
  *                replacement (pass_repeats): for the rest of it, unread
  *                entries promise no hit and are evictable too.
  *   planner      importance only, from the first announcement: the announced
@@ -116,7 +118,9 @@ struct dlc_policy {
 	uint32_t *read_pass;       /* importance only: the pass ino was last read in, 0 = never */
 	uint32_t pass;             /* importance only: the current pass, from 1 */
 	bool pass_announced;       /* importance only: passes come from dlc_policy_begin_pass */
-	bool pass_repeats;         /* importance only: this pass read an announced sample twice */
+	bool pass_repeats;         /* importance only: this pass draws with replacement */
+	bool pass_read;            /* importance only: this pass has read a sample */
+	bool pass_whole;           /* importance only: announced pass, order written before its reads */
 	uint32_t announced_epoch;  /* importance only: the last epoch announced */
 };
 
@@ -315,13 +319,11 @@ static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
 /*
  * Whether cached ino may go for a miss that is not announced, as far as the
  * pass goes: when it was read in this pass, or when this pass is known to
- * draw with replacement (pass_repeats: its announced order named a sample
- * twice and the reads got there).  The rule protects the entries a per-epoch
- * permutation is sure to read later in the pass, which matters when its
- * order is announced a window at a time; a job that draws with replacement
- * gives no such promise, and an entry it has not drawn yet in the pass is the
- * one least likely drawn.  Only announced reads count: a file opened twice by
- * accident under a permutation does not lift the rule.
+ * draw with replacement (pass_repeats, see dlc_policy_consume).  The rule
+ * protects the entries a per-epoch permutation is sure to read later in the
+ * pass, which matters when its order is announced a window at a time; a job
+ * that draws with replacement gives no such promise, and an entry it has not
+ * drawn yet in the pass is the one least likely drawn.
  */
 static bool evictable_this_pass(const struct dlc_policy *policy, uint32_t ino)
 {
@@ -688,6 +690,8 @@ static void next_pass(struct dlc_policy *policy)
 		policy->pass = 1;
 	}
 	policy->pass_repeats = false;
+	policy->pass_read = false;
+	policy->pass_whole = false;
 	heap_build(policy, &policy->heap);
 }
 
@@ -703,6 +707,7 @@ static void note_read(struct dlc_policy *policy, uint32_t ino)
 		return;
 	if (read_this_pass(policy, ino) && !policy->pass_announced)
 		next_pass(policy);
+	policy->pass_read = true;
 	if (read_this_pass(policy, ino))
 		return;
 	policy->read_pass[ino] = policy->pass;
@@ -797,15 +802,29 @@ int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino)
 		/* The heap's order no longer counts the pass (ranks_below). */
 		heap_build(policy, &policy->heap);
 	}
+	policy->pass_whole = policy->pass_announced && !policy->pass_read;
 	return dlc_planner_announce(policy->planner, ino);
 }
 
 void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino)
 {
-	if (policy->planner == NULL || !dlc_planner_consume(policy->planner, ino))
+	bool announced;
+
+	if (policy->planner == NULL)
 		return;
-	/* Consumed before this read is noted: a second announced read in the pass. */
-	if (policy->pass_announced && read_this_pass(policy, ino))
+	announced = dlc_planner_consume(policy->planner, ino);
+	/*
+	 * Called before this read is noted, so read_this_pass means "read before
+	 * in this pass": a repeat.  It shows the pass draws with replacement
+	 * when a line named the sample again, or when the pass's whole order
+	 * was written before its first read (a job naming each drawn sample
+	 * once, as examples/dlcache.py does): a sample with no line left and
+	 * not read yet is then one the pass does not read at all.  A repeat
+	 * with the order written a window at a time may be a file opened twice
+	 * by accident under a permutation, and does not count.
+	 */
+	if (policy->pass_announced && read_this_pass(policy, ino) &&
+	    (announced || policy->pass_whole))
 		policy->pass_repeats = true;
 }
 

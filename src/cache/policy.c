@@ -818,7 +818,7 @@ void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino)
 	 * in this pass": a repeat.  It shows the pass draws with replacement
 	 * when a line named the sample again, or when the pass's whole order
 	 * was written before its first read (a job naming each drawn sample
-	 * once, as examples/dlcache.py does): a sample with no line left and
+	 * once, as examples/dlcache.py's DistributedSlicer does): a sample with no line left and
 	 * not read yet is then one the pass does not read at all.  A repeat
 	 * with the order written a window at a time may be a file opened twice
 	 * by accident under a permutation, and does not count.

@@ -460,8 +460,8 @@ START_TEST(test_plan_repeats_lift_the_pass_rule)
 END_TEST
 
 /*
- * The same job naming each sample once in its order (as examples/dlcache.py
- * does), the whole order written before the pass's first read: 2 is read a
+ * The same job naming each sample once in its order (as examples/dlcache.py's
+ * DistributedSlicer does), the whole order written before the pass's first read: 2 is read a
  * second time without a line, which shows the pass draws with replacement
  * just as well, and 3 takes 1's place again (1 is in no line: the pass does
  * not read it).  MIN's single miss, where the pass rule alone gives two.

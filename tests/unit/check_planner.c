@@ -13,6 +13,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -666,6 +667,35 @@ START_TEST(test_epoch_ahead_announcements_stay_near_min)
 }
 END_TEST
 
+/*
+ * An order naming each drawn sample once per epoch (a slicer's) shows first
+ * uses only; the repeats the job still reads must not make the plan cost
+ * more source fetches than no order at all (importance sampling with
+ * replacement, lognormal weights).
+ */
+START_TEST(test_first_use_announcements_cost_no_more_than_none)
+{
+	static const double fractions[] = { 0.1, 0.2, 0.5 };
+	struct dlc_trace trace;
+	uint32_t samples = 5000;
+
+	ck_assert_int_eq(dlc_simulate_sample(samples, 5, DLC_SIMULATE_WEIGHTS_LOGNORMAL, 1.0, 1,
+					     &trace), 0);
+	for (size_t f = 0; f < ARRAY_SIZE(fractions); f++) {
+		uint32_t capacity = (uint32_t)(fractions[f] * samples);
+		struct dlc_simulate_result first, none;
+
+		ck_assert_int_eq(dlc_simulate_replay_announced(&trace, DLC_POLICY_IMPORTANCE, capacity,
+							       DLC_SIMULATE_ANNOUNCE_FIRST, &first), 0);
+		ck_assert_int_eq(dlc_simulate_replay(&trace, DLC_POLICY_IMPORTANCE, capacity, false,
+						     &none), 0);
+		ck_assert_msg(first.misses <= none.misses, "cache %.0f%%: %" PRIu64 " misses announced, %" PRIu64 " not",
+			      fractions[f] * 100, first.misses, none.misses);
+	}
+	dlc_trace_free(&trace);
+}
+END_TEST
+
 static Suite *planner_suite(void)
 {
 	Suite *s = suite_create("planner");
@@ -699,6 +729,7 @@ static Suite *planner_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_announced_trace_gives_min_misses, 0, 3);
 	tcase_add_test(tc, test_epoch_ahead_announcements_stay_near_min);
+	tcase_add_test(tc, test_first_use_announcements_cost_no_more_than_none);
 	suite_add_tcase(s, tc);
 
 	return s;

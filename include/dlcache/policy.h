@@ -112,6 +112,9 @@ int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino);
  * A reader opened ino: its earliest announced line is read, and the lines
  * the readers have left behind are dropped (planner.h).  Call before the
  * hit or the admission of that read.  A no-op without an announced order.
+ * In an announced pass, a second read of a sample (through a second line,
+ * or with the pass's whole order announced before its first read) marks
+ * the pass as drawn with replacement (see policy.c).
  */
 void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino);
 

@@ -148,6 +148,7 @@ enum dlc_simulate_announce {
 	DLC_SIMULATE_ANNOUNCE_EPOCH,    /* each epoch's accesses, as the epoch starts */
 	DLC_SIMULATE_ANNOUNCE_AHEAD,    /* those and the next epoch's: one epoch ahead */
 	DLC_SIMULATE_ANNOUNCE_ALL,      /* the whole trace, before the first access */
+	DLC_SIMULATE_ANNOUNCE_FIRST,    /* each epoch's, as it starts, each sample once */
 };
 
 /*

@@ -49,7 +49,12 @@
  *                re-keys one entry, a new pass rebuilds the heap.  A pass is
  *                announced (dlc_policy_begin_pass, from `epoch N`) or, until
  *                one is, inferred: a second read of a sample in a pass
- *                starts the next.
+ *                starts the next.  An announced pass that reads a sample
+ *                a second time, through a second line of the order or with
+ *                its whole order announced before its first read
+ *                (pass_whole: a job naming each sample once), draws with
+ *                replacement (pass_repeats): for the rest of it, unread
+ *                entries promise no hit and are evictable too.
  *   planner      importance only, from the first announcement: the announced
  *                order (planner.c), each inode's upcoming lines.
  *
@@ -113,6 +118,9 @@ struct dlc_policy {
 	uint32_t *read_pass;       /* importance only: the pass ino was last read in, 0 = never */
 	uint32_t pass;             /* importance only: the current pass, from 1 */
 	bool pass_announced;       /* importance only: passes come from dlc_policy_begin_pass */
+	bool pass_repeats;         /* importance only: this pass draws with replacement */
+	bool pass_read;            /* importance only: this pass has read a sample */
+	bool pass_whole;           /* importance only: announced pass, order written before its reads */
 	uint32_t announced_epoch;  /* importance only: the last epoch announced */
 };
 
@@ -306,6 +314,20 @@ static float score_of(const struct dlc_policy *policy, uint32_t ino)
 static bool read_this_pass(const struct dlc_policy *policy, uint32_t ino)
 {
 	return policy->read_pass[ino] == policy->pass;
+}
+
+/*
+ * Whether cached ino may go for a miss that is not announced, as far as the
+ * pass goes: when it was read in this pass, or when this pass is known to
+ * draw with replacement (pass_repeats, see dlc_policy_consume).  The rule
+ * protects the entries a per-epoch permutation is sure to read later in the
+ * pass, which matters when its order is announced a window at a time; a job
+ * that draws with replacement gives no such promise, and an entry it has not
+ * drawn yet in the pass is the one least likely drawn.
+ */
+static bool evictable_this_pass(const struct dlc_policy *policy, uint32_t ino)
+{
+	return policy->pass_repeats || read_this_pass(policy, ino);
 }
 
 /*
@@ -599,7 +621,7 @@ static uint32_t importance_victim(const struct dlc_policy *policy, uint64_t use,
 
 		if (use != DLC_PLANNER_NEVER)
 			return victim;
-		if (!isnan(score) && read_this_pass(policy, victim) &&
+		if (!isnan(score) && evictable_this_pass(policy, victim) &&
 		    less_important(policy, victim, score))
 			return victim;
 		return 0;
@@ -667,6 +689,9 @@ static void next_pass(struct dlc_policy *policy)
 		memset(policy->read_pass, 0, ((size_t)policy->max_ino + 1) * sizeof(*policy->read_pass));
 		policy->pass = 1;
 	}
+	policy->pass_repeats = false;
+	policy->pass_read = false;
+	policy->pass_whole = false;
 	heap_build(policy, &policy->heap);
 }
 
@@ -682,6 +707,7 @@ static void note_read(struct dlc_policy *policy, uint32_t ino)
 		return;
 	if (read_this_pass(policy, ino) && !policy->pass_announced)
 		next_pass(policy);
+	policy->pass_read = true;
 	if (read_this_pass(policy, ino))
 		return;
 	policy->read_pass[ino] = policy->pass;
@@ -776,13 +802,30 @@ int dlc_policy_announce(struct dlc_policy *policy, uint32_t ino)
 		/* The heap's order no longer counts the pass (ranks_below). */
 		heap_build(policy, &policy->heap);
 	}
+	policy->pass_whole = policy->pass_announced && !policy->pass_read;
 	return dlc_planner_announce(policy->planner, ino);
 }
 
 void dlc_policy_consume(struct dlc_policy *policy, uint32_t ino)
 {
-	if (policy->planner != NULL)
-		(void)dlc_planner_consume(policy->planner, ino);
+	bool announced;
+
+	if (policy->planner == NULL)
+		return;
+	announced = dlc_planner_consume(policy->planner, ino);
+	/*
+	 * Called before this read is noted, so read_this_pass means "read before
+	 * in this pass": a repeat.  It shows the pass draws with replacement
+	 * when a line named the sample again, or when the pass's whole order
+	 * was written before its first read (a job naming each drawn sample
+	 * once, as examples/dlcache.py's DistributedSlicer does): a sample with no line left and
+	 * not read yet is then one the pass does not read at all.  A repeat
+	 * with the order written a window at a time may be a file opened twice
+	 * by accident under a permutation, and does not count.
+	 */
+	if (policy->pass_announced && read_this_pass(policy, ino) &&
+	    (announced || policy->pass_whole))
+		policy->pass_repeats = true;
 }
 
 uint64_t dlc_policy_announced(const struct dlc_policy *policy)

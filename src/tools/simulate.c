@@ -120,9 +120,31 @@ static int announce_range(struct dlc_policy *policy, const struct dlc_trace *tra
 	return 0;
 }
 
+/*
+ * Announces the accesses [from, to) of the trace, each sample at its first
+ * access only (a job that names each drawn sample once); seen has a byte per
+ * sample.  0 or -ENOMEM.
+ */
+static int announce_range_once(struct dlc_policy *policy, const struct dlc_trace *trace,
+			       size_t from, size_t to, uint8_t *seen)
+{
+	memset(seen, 0, trace->samples);
+	for (size_t k = from; k < to && k < trace->length; k++) {
+		int rc;
+
+		if (seen[trace->ids[k]])
+			continue;
+		seen[trace->ids[k]] = 1;
+		rc = dlc_policy_announce(policy, trace->ids[k] + 1);
+		if (rc == -ENOMEM)
+			return rc;
+	}
+	return 0;
+}
+
 /* What the replay announces as epoch `start` (its first access) begins. */
 static int announce_epoch(struct dlc_policy *policy, const struct dlc_trace *trace,
-			  enum dlc_simulate_announce announce, size_t start)
+			  enum dlc_simulate_announce announce, size_t start, uint8_t *seen)
 {
 	size_t epoch = trace->epoch_length;
 
@@ -138,6 +160,8 @@ static int announce_epoch(struct dlc_policy *policy, const struct dlc_trace *tra
 		return announce_range(policy, trace, start + epoch, start + 2 * epoch);
 	case DLC_SIMULATE_ANNOUNCE_ALL:
 		return start == 0 ? announce_range(policy, trace, 0, trace->length) : 0;
+	case DLC_SIMULATE_ANNOUNCE_FIRST:
+		return announce_range_once(policy, trace, start, start + epoch, seen);
 	}
 	return 0;
 }
@@ -149,6 +173,7 @@ static int replay(const struct dlc_trace *trace, enum dlc_policy_kind kind, uint
 	struct dlc_policy *policy = NULL;
 	uint32_t *pads_ids = NULL;
 	float *pads_updates = NULL;
+	uint8_t *seen = NULL;   /* ANNOUNCE_FIRST: a byte per sample */
 	float *scores = NULL;
 	size_t rescored = 0;    /* trace->rescores applied */
 	int rc;
@@ -175,6 +200,11 @@ static int replay(const struct dlc_trace *trace, enum dlc_policy_kind kind, uint
 				goto out;
 		}
 	}
+	if (announce == DLC_SIMULATE_ANNOUNCE_FIRST) {
+		seen = malloc(trace->samples);
+		if (seen == NULL)
+			goto out;
+	}
 	scores[0] = NAN;
 	memcpy(scores + 1, trace->scores, (size_t)trace->samples * sizeof(*scores));
 	dlc_policy_set_scores(policy, scores);
@@ -192,7 +222,7 @@ static int replay(const struct dlc_trace *trace, enum dlc_policy_kind kind, uint
 		}
 		if (announce != DLC_SIMULATE_ANNOUNCE_NONE) {
 			dlc_policy_begin_pass(policy, (uint32_t)(start / trace->epoch_length) + 1);
-			rc = announce_epoch(policy, trace, announce, start);
+			rc = announce_epoch(policy, trace, announce, start, seen);
 			if (rc < 0)
 				goto out;
 		}
@@ -228,6 +258,7 @@ static int replay(const struct dlc_trace *trace, enum dlc_policy_kind kind, uint
 out:
 	dlc_ino_list_free(&victims);
 	dlc_policy_free(policy);
+	free(seen);
 	free(pads_updates);
 	free(pads_ids);
 	free(scores);
@@ -397,6 +428,7 @@ static const char *const announce_names[] = {
 	[DLC_SIMULATE_ANNOUNCE_EPOCH] = "epoch",
 	[DLC_SIMULATE_ANNOUNCE_AHEAD] = "ahead",
 	[DLC_SIMULATE_ANNOUNCE_ALL] = "all",
+	[DLC_SIMULATE_ANNOUNCE_FIRST] = "first",
 };
 
 static bool is_churn(const char *trace)
@@ -409,7 +441,7 @@ static void simulate_usage(FILE *out)
 	fprintf(out,
 		"usage: dlcache simulate [--trace uniform|importance|churn|churn-sampled|FILE] [--samples N]\n"
 		"                        [--epochs E] [--weights rank|lognormal] [--sigma S] [--pads]\n"
-		"                        [--batch B] [--world W] [--announce none|epoch|ahead|all]\n"
+		"                        [--batch B] [--world W] [--announce none|epoch|ahead|all|first]\n"
 		"                        [--seed S] [--fractions F,F,...]\n"
 		"Replays a trace of sample accesses through the cache policies (freeze, lru,\n"
 		"importance) and Belady's MIN, and prints each one's hit ratio per cache size.\n"
@@ -430,6 +462,7 @@ static void simulate_usage(FILE *out)
 		"  --world W            churn: W nodes split each epoch (DistributedSampler); node 0\n"
 		"  --announce epoch     importance plans with each epoch's order, told as it starts\n"
 		"  --announce ahead     ... told one epoch ahead; all: the whole trace at the start\n"
+		"  --announce first     ... each epoch as it starts, each sample named once\n"
 		"  --seed S             seed of the generators (default %u)\n"
 		"  --fractions LIST     cache sizes as fractions of N (default 0.1,0.2,0.5)\n",
 		DEFAULT_SAMPLES, DEFAULT_EPOCHS, DEFAULT_SIGMA, DEFAULT_BATCH, DEFAULT_SEED);
@@ -618,7 +651,7 @@ static int parse_options(int argc, char **argv, struct simulate_options *opts, c
 				if (strcmp(optarg, announce_names[value]) == 0)
 					break;
 			if (value == sizeof(announce_names) / sizeof(announce_names[0])) {
-				dlc_cause_set(cause, "--announce '%s' is not a horizon; give none, epoch, ahead or all.",
+				dlc_cause_set(cause, "--announce '%s' is not a horizon; give none, epoch, ahead, all or first.",
 					      optarg);
 				return -EINVAL;
 			}
@@ -791,6 +824,8 @@ static void print_header(const struct simulate_options *opts, const struct dlc_t
 		printf("# announced: each epoch's order one epoch ahead (prefetch lines); importance plans with it\n");
 	else if (opts->announce == DLC_SIMULATE_ANNOUNCE_ALL)
 		printf("# announced: the whole trace at the start (prefetch lines); importance plans with it\n");
+	else if (opts->announce == DLC_SIMULATE_ANNOUNCE_FIRST)
+		printf("# announced: each epoch's order as it starts, each sample once (its first draw)\n");
 	printf("# hit ratio = hits / accesses; min is Belady's MIN with bypass (the optimum)\n");
 	printf("#%*s", FRACTION_WIDTH + ENTRIES_WIDTH + 1, "");
 	print_group("all accesses");

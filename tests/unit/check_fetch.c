@@ -632,6 +632,58 @@ START_TEST(an_announced_order_costs_what_min_does)
 }
 END_TEST
 
+/* One read as fs.c does it: a checked open first, dlc_fetch_get on a miss. */
+static void read_as_fs(int i)
+{
+	int fd = dlc_fetch_open_cached(fetch, ino_of(i));
+
+	if (fd >= 0) {
+		close(fd);
+		return;
+	}
+	get_and_check(i);
+}
+
+/*
+ * An announced epoch that names a file twice draws with replacement: once
+ * its reads reach the second line, a cached file the epoch has not read is
+ * no certain hit, and a more important miss with no announced read left
+ * takes its place.  Cache of 2: files 1 (score 0.1) and 2 (0.9) cached;
+ * epoch 2 announces 2 2 3, epoch 3 announces 3 2 3.  MIN opens the source
+ * for 3 once; kept for being unread in epoch 2, 1 would cost a second open.
+ */
+START_TEST(an_announced_repeat_lets_an_unread_entry_go)
+{
+	static const int epoch2[] = { 2, 2, 3 };
+	const size_t n2 = sizeof(epoch2) / sizeof(epoch2[0]);
+	static const int epoch3[] = { 3, 2, 3 };
+	const size_t n3 = sizeof(epoch3) / sizeof(epoch3[0]);
+	uint32_t inos[3] = { 0 };
+	float values[3] = { 0.1f, 0.9f, 0.5f };
+
+	open_all(DLC_POLICY_IMPORTANCE, 2 * dlc_store_footprint(FILE_SIZE), 0);
+	read_as_fs(1);
+	read_as_fs(2);
+	for (int i = 0; i < 3; i++)
+		inos[i] = ino_of(i + 1);
+	dlc_cache_set_scores(cache, inos, values, 3);
+	dlc_cache_begin_pass(cache, 2);
+	for (size_t k = 0; k < n2; k++)
+		dlc_fetch_prefetch(fetch, ino_of(epoch2[k]));
+	for (size_t k = 0; k < n2; k++)
+		read_as_fs(epoch2[k]);
+	ck_assert(dlc_cache_contains(cache, ino_of(3)));
+	ck_assert(!dlc_cache_contains(cache, ino_of(1)));
+	dlc_cache_begin_pass(cache, 3);
+	for (size_t k = 0; k < n3; k++)
+		dlc_fetch_prefetch(fetch, ino_of(epoch3[k]));
+	for (size_t k = 0; k < n3; k++)
+		read_as_fs(epoch3[k]);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 3);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+}
+END_TEST
+
 /*
  * A staged file a reader passed by more than the window is kept STAGED_GRACE
  * (2 s) for a slower reader, then dropped at the next open: the drop path
@@ -892,6 +944,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, policy_none_bypasses);
 	tcase_add_test(hits, checked_hits_open_the_cache_file_until_it_changes);
 	tcase_add_test(hits, an_announced_order_costs_what_min_does);
+	tcase_add_test(hits, an_announced_repeat_lets_an_unread_entry_go);
 	suite_add_tcase(s, hits);
 
 	tcase_add_checked_fixture(integrity, setup, teardown);

@@ -13,6 +13,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -422,6 +423,110 @@ START_TEST(test_plan_takes_unannounced_entries_first)
 }
 END_TEST
 
+/*
+ * An announced pass whose reads reach a sample's second announced line draws
+ * with replacement: an
+ * entry it has not read yet is no certain hit in it, so a more important miss
+ * with no announced use left may take its place.  Cache 2: 1 (score 0.1) and
+ * 2 (0.9) restored; pass 2 announces 2 2 3 and pass 3 announces 3 2 3.  MIN
+ * keeps 3 over 1 (1 is never read again): one miss, 3's first read.  Were 1
+ * kept for being unread in pass 2, 3 would miss again in pass 3.
+ */
+START_TEST(test_plan_repeats_lift_the_pass_rule)
+{
+	static const uint32_t pass2[] = { 2, 2, 3 };
+	static const uint32_t pass3[] = { 3, 2, 3 };
+	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
+	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
+	struct dlc_ino_list victims = { 0 };
+	size_t misses = 0;
+
+	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
+	dlc_policy_begin_pass(policy, 2);
+	announce(policy, pass2, ARRAY_SIZE(pass2));
+	for (size_t i = 0; i < ARRAY_SIZE(pass2); i++)
+		misses += !read_one(policy, pass2[i], &victims);
+	/* 3 took 1's place: 1 was not read in the pass, but the pass repeats. */
+	ck_assert(dlc_policy_contains(policy, 3));
+	ck_assert(!dlc_policy_contains(policy, 1));
+	dlc_policy_begin_pass(policy, 3);
+	announce(policy, pass3, ARRAY_SIZE(pass3));
+	for (size_t i = 0; i < ARRAY_SIZE(pass3); i++)
+		misses += !read_one(policy, pass3[i], &victims);
+	ck_assert_uint_eq(misses, 1);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+/*
+ * The same job naming each sample once in its order (as examples/dlcache.py's
+ * DistributedSlicer does), the whole order written before the pass's first read: 2 is read a
+ * second time without a line, which shows the pass draws with replacement
+ * just as well, and 3 takes 1's place again (1 is in no line: the pass does
+ * not read it).  MIN's single miss, where the pass rule alone gives two.
+ */
+START_TEST(test_plan_whole_order_named_once_lifts_the_pass_rule)
+{
+	static const uint32_t pass2[] = { 2, 3 };
+	static const uint32_t reads2[] = { 2, 2, 3 };
+	static const uint32_t pass3[] = { 3, 2 };
+	static const uint32_t reads3[] = { 3, 2, 3 };
+	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
+	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
+	struct dlc_ino_list victims = { 0 };
+	size_t misses = 0;
+
+	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
+	dlc_policy_begin_pass(policy, 2);
+	announce(policy, pass2, ARRAY_SIZE(pass2));
+	for (size_t i = 0; i < ARRAY_SIZE(reads2); i++)
+		misses += !read_one(policy, reads2[i], &victims);
+	ck_assert(dlc_policy_contains(policy, 3));
+	ck_assert(!dlc_policy_contains(policy, 1));
+	dlc_policy_begin_pass(policy, 3);
+	announce(policy, pass3, ARRAY_SIZE(pass3));
+	for (size_t i = 0; i < ARRAY_SIZE(reads3); i++)
+		misses += !read_one(policy, reads3[i], &victims);
+	ck_assert_uint_eq(misses, 1);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
+/*
+ * The same start with the order written a window at a time (after the
+ * pass's reads began), as a permutation may be, and 2 opened twice by
+ * accident: no line names 2 twice and the order is not whole, so 1, not
+ * read yet in the pass, may be a certain hit later in it, and 3, with no
+ * announced use left, bypasses.
+ */
+START_TEST(test_plan_keeps_unread_entries_without_repeats)
+{
+	static const uint32_t first[] = { 2 };
+	static const uint32_t then[] = { 3 };
+	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
+	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
+	struct dlc_ino_list victims = { 0 };
+
+	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
+	dlc_policy_begin_pass(policy, 2);
+	announce(policy, first, ARRAY_SIZE(first));
+	ck_assert(read_one(policy, 2, &victims));
+	announce(policy, then, ARRAY_SIZE(then));
+	ck_assert(read_one(policy, 2, &victims));
+	ck_assert(!read_one(policy, 3, &victims));
+	ck_assert_uint_eq(victims.count, 0);
+	ck_assert(!dlc_policy_contains(policy, 3));
+	ck_assert(read_one(policy, 1, &victims));
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+}
+END_TEST
+
 START_TEST(test_plan_judges_a_prefetch_by_the_use_after)
 {
 	/* Cache 1 and 2; a prefetch of 3 (line 3) serves line 3 from memory,
@@ -562,6 +667,35 @@ START_TEST(test_epoch_ahead_announcements_stay_near_min)
 }
 END_TEST
 
+/*
+ * An order naming each drawn sample once per epoch (a slicer's) shows first
+ * uses only; the repeats the job still reads must not make the plan cost
+ * more source fetches than no order at all (importance sampling with
+ * replacement, lognormal weights).
+ */
+START_TEST(test_first_use_announcements_cost_no_more_than_none)
+{
+	static const double fractions[] = { 0.1, 0.2, 0.5 };
+	struct dlc_trace trace;
+	uint32_t samples = 5000;
+
+	ck_assert_int_eq(dlc_simulate_sample(samples, 5, DLC_SIMULATE_WEIGHTS_LOGNORMAL, 1.0, 1,
+					     &trace), 0);
+	for (size_t f = 0; f < ARRAY_SIZE(fractions); f++) {
+		uint32_t capacity = (uint32_t)(fractions[f] * samples);
+		struct dlc_simulate_result first, none;
+
+		ck_assert_int_eq(dlc_simulate_replay_announced(&trace, DLC_POLICY_IMPORTANCE, capacity,
+							       DLC_SIMULATE_ANNOUNCE_FIRST, &first), 0);
+		ck_assert_int_eq(dlc_simulate_replay(&trace, DLC_POLICY_IMPORTANCE, capacity, false,
+						     &none), 0);
+		ck_assert_msg(first.misses <= none.misses, "cache %.0f%%: %" PRIu64 " misses announced, %" PRIu64 " not",
+			      fractions[f] * 100, first.misses, none.misses);
+	}
+	dlc_trace_free(&trace);
+}
+END_TEST
+
 static Suite *planner_suite(void)
 {
 	Suite *s = suite_create("planner");
@@ -584,6 +718,9 @@ static Suite *planner_suite(void)
 	tcase_add_test(tc, test_plan_unannounced_miss_never_displaces_announced);
 	tcase_add_test(tc, test_plan_takes_unannounced_entries_first);
 	tcase_add_test(tc, test_plan_judges_a_prefetch_by_the_use_after);
+	tcase_add_test(tc, test_plan_repeats_lift_the_pass_rule);
+	tcase_add_test(tc, test_plan_whole_order_named_once_lifts_the_pass_rule);
+	tcase_add_test(tc, test_plan_keeps_unread_entries_without_repeats);
 	tcase_add_loop_test(tc, test_plan_other_kinds_ignore_the_order, 0, 3);
 	tcase_add_loop_test(tc, test_plan_random_operations_keep_invariants, 0, 2);
 	suite_add_tcase(s, tc);
@@ -592,6 +729,7 @@ static Suite *planner_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_announced_trace_gives_min_misses, 0, 3);
 	tcase_add_test(tc, test_epoch_ahead_announcements_stay_near_min);
+	tcase_add_test(tc, test_first_use_announcements_cost_no_more_than_none);
 	suite_add_tcase(s, tc);
 
 	return s;

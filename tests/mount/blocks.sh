@@ -188,6 +188,31 @@ test_kill_9_mid_stream_then_remount_serves_only_correct_bytes() {
 	echo "files reused after kill -9: $reused, block hits $(stat_value block_hits), misses $(stat_value block_misses)"
 }
 
+# Readahead of all readers together stays within two windows of the
+# budget: three readers slower than the source (their windows of 8 blocks
+# fill) hold at most 16M of readahead, plus each reader's own blocks (two
+# held, one being read): 25M.  Three full windows would be 24M of
+# readahead alone, 33M in all.
+test_readers_slower_than_the_source_share_two_windows() {
+	ALLOWED_LOG='^$'
+	start_daemon "$BLOCKS,source_delay=2ms"
+	python3 - "$MNT/shards" <<'PY' || fail "a slow reader failed"
+import os, sys, threading, time
+def read(path):
+    fd = os.open(path, os.O_RDONLY)
+    while os.read(fd, 256 << 10):
+        time.sleep(0.03)
+    os.close(fd)
+threads = [threading.Thread(target=read, args=("%s/s%d.tfrecord" % (sys.argv[1], i),)) for i in range(3)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+PY
+	local peak
+	peak=$(stat_value memory.peak)
+	[ "$peak" -le $((25 << 20)) ] || fail "memory peak $peak with three slow readers (> 25M)"
+	[ "$(stat_value readaheads)" -ge 12 ] || fail "only $(stat_value readaheads) readaheads"
+}
+
 test_the_disk_stays_within_capacity_with_blocks() {
 	# Room for two of the three shards, LRU: every new shard evicts one,
 	# while four readers stream them; a watcher (watch_cache_start in

@@ -156,6 +156,7 @@ fi
 
 if part E; then
 echo "== E. tier hits, 8 readers, one mount caching nothing locally"
+[ "${#MC_PIDS[@]}" -gt 0 ] || memcached_start 64    # D's, or its own
 mkdir -p "$WORK/m0"; rm -rf "$WORK/c0"
 "$DLCACHE" mount "$SRC" "$WORK/m0" -f -o "cache_dir=$WORK/c0,policy=none,log_level=error,tier_servers=$WORK/tier" &
 NODE_PIDS=($!)

@@ -6,9 +6,11 @@
  * from that server's pool and asks it with one get, waiting at most the
  * tier's timeout (libmemcached's connect, poll, send and receive timeouts
  * all set to it), into a result the handle keeps from get to get (no new
- * buffer, no fresh pages per hit: handle_free).  The value is checked (frame, size, xxh3) before a byte is
- * copied out; a bad one is counted as corrupt and deleted, so the next
- * source read can add a good one.  Any other outcome is a miss.
+ * buffer, no fresh pages per hit: handle_free; a buffer grown past
+ * RESULT_KEEP_MAX is let go).  The value is checked (frame, size, xxh3)
+ * before a byte is copied out; a bad one is counted as corrupt and
+ * deleted, so the next source read can add a good one.  Any other outcome
+ * is a miss.
  *
  * Breaker.  libmemcached does not eject a server that accepts connections
  * but never answers, so every call to a hung server would wait the full
@@ -97,6 +99,9 @@
 #define CHUNKED_USE_PERCENT 90
 #define CHUNKED_MAX 16384
 #define HOST_MAX 256
+/* A handle keeps the buffer of its last get up to this size: samples of
+ * several MB (-I 8m) would otherwise pin POOL_MAX of them per server. */
+#define RESULT_KEEP_MAX (1u << 20)
 
 struct tier_server {
 	char name[280];
@@ -357,6 +362,18 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 		trip(server, rc);
 	} else {
 		atomic_fetch_add(&server->misses, 1);
+	}
+	if (got && vlen > RESULT_KEEP_MAX) {
+		/* Let a large buffer go; a handle whose result cannot be made
+		 * again is dropped (handle_free sees no result). */
+		memcached_result_free(got);
+		if (!memcached_result_create(mc, got)) {
+			free(got);
+			memcached_set_user_data(mc, NULL);
+			rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+			pool_give(server, mc, false);
+			goto out;
+		}
 	}
 	pool_give(server, mc, !is_transport_error(rc));
 out:

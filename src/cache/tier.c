@@ -5,9 +5,12 @@
  * Reads.  dlc_tier_get finds the key's owner (tier_place.c), takes a handle
  * from that server's pool and asks it with one get, waiting at most the
  * tier's timeout (libmemcached's connect, poll, send and receive timeouts
- * all set to it).  The value is checked (frame, size, xxh3) before a byte is
- * copied out; a bad one is counted as corrupt and deleted, so the next
- * source read can add a good one.  Any other outcome is a miss.
+ * all set to it), into a result the handle keeps from get to get (no new
+ * buffer, no fresh pages per hit: handle_free; a buffer grown past
+ * RESULT_KEEP_MAX is let go).  The value is checked (frame, size, xxh3)
+ * before a byte is copied out; a bad one is counted as corrupt and
+ * deleted, so the next source read can add a good one.  Any other outcome
+ * is a miss.
  *
  * Breaker.  libmemcached does not eject a server that accepts connections
  * but never answers, so every call to a hung server would wait the full
@@ -20,15 +23,22 @@
  *
  * Admission.  Offers use add (an existing value wins: two nodes that missed
  * the same sample store it once).  memcached runs with -M, so a full server
- * refuses instead of evicting; a refusal once its fill has reached 95% of
- * its limit freezes the server (no more offers; an earlier refusal only
- * means that one size class is out of memory) until the health thread sees
- * it restarted (another pid, or a smaller uptime), empty, or until this node
- * removed values from it (below).  The health thread also reads memcached's
- * own counters every HEALTH_PERIOD_MS: bytes (fill), limit_maxbytes,
- * evictions and extstore_objects_lost, the last two of which must stay 0,
- * and its item_size_max (-I): a sample is offered, and asked for, only when
- * its value fits the owner's largest item.
+ * refuses instead of evicting; a refusal once its fill has reached its full
+ * share of the limit freezes the server (no more offers) until the health
+ * thread sees it restarted (another pid, or a smaller uptime), empty, or
+ * until this node removed values from it (below).  The share depends on how
+ * the server stores values (its settings' slab_chunk_max): with memcached's
+ * defaults each value takes one chunk of a size class, the classes get 1 MiB
+ * pages as they fill, and a class that gets no more refuses while others
+ * have room (fill stops at 80-86% of -m with ~110 KB samples), so only a
+ * refusal at FULL_PERCENT freezes; run as the README recommends
+ * (-o slab_chunk_max=2048 -f 8) values are chains of 2 KiB chunks of one
+ * class, the server fills to ~93% of -m, and a refusal means it is full
+ * once past CHUNKED_FULL_PERCENT (BENCHMARKS.md).  The health thread also
+ * reads memcached's own counters every HEALTH_PERIOD_MS: bytes (fill),
+ * limit_maxbytes, evictions and extstore_objects_lost, the last two of which
+ * must stay 0, and its item_size_max (-I): a sample is offered, and asked
+ * for, only when its value fits the owner's largest item.
  *
  * Removal.  With ranks, dlc_tier_plan sets a score threshold at each epoch
  * and hands the health thread the samples below it whose owner is this
@@ -76,14 +86,22 @@
 #define HEALTH_PERIOD_MS 250
 #define POOL_MAX 64
 #define FULL_PERCENT 95
+#define CHUNKED_FULL_PERCENT 85
 #define PRUNE_SLICE 4096
 /* What a server's item holds besides the value: memcached's item header,
  * the key and the CAS, with room to spare. */
 #define ITEM_OVERHEAD 1024
-/* Share of memcached's -m that holds values: its slabs round sizes up to
- * classes (measured 80-83% with ~110 KB samples, BENCHMARKS.md). */
+/* Share of memcached's -m that holds values: with its defaults the slabs
+ * round sizes up to classes (measured 80-86% with ~110 KB samples); with
+ * values chained in small chunks of one class (slab_chunk_max at most
+ * CHUNKED_MAX) 91-93% (BENCHMARKS.md). */
 #define SLAB_USE_PERCENT 80
+#define CHUNKED_USE_PERCENT 90
+#define CHUNKED_MAX 16384
 #define HOST_MAX 256
+/* A handle keeps the buffer of its last get up to this size: samples of
+ * several MB (-I 8m) would otherwise pin POOL_MAX of them per server. */
+#define RESULT_KEEP_MAX (1u << 20)
 
 struct tier_server {
 	char name[280];
@@ -100,6 +118,7 @@ struct tier_server {
 	unsigned backoff_ms;                   /* the health thread's alone */
 	_Atomic uint64_t fill, limit, evictions, extstore_lost, pid, uptime;
 	_Atomic uint64_t item_max;             /* memcached's item_size_max; 0: not read yet */
+	_Atomic uint64_t chunk_max;            /* its slab_chunk_max; 0: not read yet */
 	_Atomic uint64_t hits, own_hits, misses, adds, refusals, timeouts, corrupt, bytes, skips;
 	_Atomic uint64_t removed;
 };
@@ -126,6 +145,24 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A handle of the pool carries, as its user data, the result its gets are
+ * read into: its buffer stays allocated from one get to the next.
+ * memcached_get would hand each value out in a new ~100 KB malloc, whose
+ * pages are faulted in again on every hit (perf: most of a tier hit's time
+ * was that copy into fresh pages).
+ */
+static void handle_free(memcached_st *mc)
+{
+	memcached_result_st *result = memcached_get_user_data(mc);
+
+	if (result) {
+		memcached_result_free(result);     /* its buffer; the struct is ours */
+		free(result);
+	}
+	memcached_free(mc);
 }
 
 static memcached_st *handle_new(const struct dlc_tier *tier, const struct tier_server *server)
@@ -157,7 +194,22 @@ static memcached_st *pool_take(const struct dlc_tier *tier, struct tier_server *
 	if (server->npool > 0)
 		mc = server->pool[--server->npool];
 	pthread_mutex_unlock(&server->pool_lock);
-	return mc ? mc : handle_new(tier, server);
+	if (mc)
+		return mc;
+	mc = handle_new(tier, server);
+	if (mc) {
+		/* Not allocated by libmemcached: memcached_fetch_result frees
+		 * a result it allocated when it reads END. */
+		memcached_result_st *result = malloc(sizeof(*result));
+
+		if (!result || !memcached_result_create(mc, result)) {
+			free(result);
+			memcached_free(mc);
+			return NULL;
+		}
+		memcached_set_user_data(mc, result);
+	}
+	return mc;
 }
 
 /* Returns a handle to the pool; a handle that saw an error is dropped, so
@@ -173,7 +225,7 @@ static void pool_give(struct tier_server *server, memcached_st *mc, bool healthy
 		pthread_mutex_unlock(&server->pool_lock);
 	}
 	if (mc)
-		memcached_free(mc);
+		handle_free(mc);
 }
 
 /*
@@ -191,7 +243,7 @@ static void pool_drain(struct tier_server *server)
 	server->npool = 0;
 	pthread_mutex_unlock(&server->pool_lock);
 	for (unsigned i = 0; i < n; i++)
-		memcached_free(idle[i]);
+		handle_free(idle[i]);
 }
 
 /* Opens server's breaker: calls skip it until a probe succeeds. */
@@ -260,10 +312,11 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 	char key[DLC_TIER_KEY_MAX];
 	struct tier_server *server;
 	memcached_return_t rc = MEMCACHED_FAILURE;
+	memcached_result_st *got = NULL;
 	memcached_st *mc = NULL;
-	char *value = NULL;
+	const char *value = NULL;
+	const char *keys[1] = { key };
 	size_t klen = 0, vlen = 0;
-	uint32_t flags;
 	int result = -ENOENT;
 
 	pthread_rwlock_rdlock(&tier->lock);
@@ -272,7 +325,17 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 		mc = pool_take(tier, server);
 	if (!mc)
 		goto out;
-	value = memcached_get(mc, key, klen, &vlen, &flags, &rc);
+	/* memcached_get, into the handle's own result (handle_free). */
+	rc = memcached_mget(mc, keys, &klen, 1);
+	if (rc == MEMCACHED_SUCCESS) {
+		got = memcached_fetch_result(mc, memcached_get_user_data(mc), &rc);
+		if (!got && rc == MEMCACHED_END)
+			rc = MEMCACHED_NOTFOUND;
+		if (got) {
+			value = memcached_result_value(got);
+			vlen = memcached_result_length(got);
+		}
+	}
 	if (rc == MEMCACHED_SUCCESS && value) {
 		enum dlc_tier_check check = dlc_tier_value_check(value, vlen, size);
 
@@ -300,7 +363,18 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 	} else {
 		atomic_fetch_add(&server->misses, 1);
 	}
-	free(value);
+	if (got && vlen > RESULT_KEEP_MAX) {
+		/* Let a large buffer go; a handle whose result cannot be made
+		 * again is dropped (handle_free sees no result). */
+		memcached_result_free(got);
+		if (!memcached_result_create(mc, got)) {
+			free(got);
+			memcached_set_user_data(mc, NULL);
+			rc = MEMCACHED_MEMORY_ALLOCATION_FAILURE;
+			pool_give(server, mc, false);
+			goto out;
+		}
+	}
 	pool_give(server, mc, !is_transport_error(rc));
 out:
 	pthread_rwlock_unlock(&tier->lock);
@@ -310,14 +384,23 @@ out:
 /*
  * memcached refuses an item when its size class can get no more memory,
  * while other classes may still have room: a refusal freezes the server
- * only once its fill reaches FULL_PERCENT of its limit (or when the health
- * thread has not read them yet).
+ * only once its fill reaches FULL_PERCENT of its limit, CHUNKED_FULL_PERCENT
+ * when its values are chains of small chunks of one class (or when the
+ * health thread has not read them yet).
  */
+static bool is_chunked(const struct tier_server *server)
+{
+	uint64_t chunk_max = atomic_load(&server->chunk_max);
+
+	return chunk_max > 0 && chunk_max <= CHUNKED_MAX;
+}
+
 static bool is_nearly_full(struct tier_server *server)
 {
 	uint64_t limit = atomic_load(&server->limit);
+	unsigned percent = is_chunked(server) ? CHUNKED_FULL_PERCENT : FULL_PERCENT;
 
-	return limit == 0 || atomic_load(&server->fill) * 100 >= limit * FULL_PERCENT;
+	return limit == 0 || atomic_load(&server->fill) * 100 >= limit * percent;
 }
 
 void dlc_tier_offer(struct dlc_tier *tier, uint32_t ino, const void *data, uint64_t size,
@@ -385,7 +468,8 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 	for (unsigned i = 0; i < tier->count; i++) {
 		uint64_t limit = atomic_load(&tier->servers[i].limit);
 
-		budget += limit / 100 * SLAB_USE_PERCENT;
+		budget += limit / 100 *
+			  (is_chunked(&tier->servers[i]) ? CHUNKED_USE_PERCENT : SLAB_USE_PERCENT);
 		known += limit > 0;
 		if (value_max(&tier->servers[i]) < fits)
 			fits = value_max(&tier->servers[i]);
@@ -522,20 +606,23 @@ static memcached_return_t take_stat(const memcached_instance_st *instance, const
 	return MEMCACHED_SUCCESS;
 }
 
-/* Takes item_size_max from a "stats settings" reply. */
-static memcached_return_t take_item_max(const memcached_instance_st *instance, const char *key,
+/* Takes item_size_max and slab_chunk_max from a "stats settings" reply. */
+static memcached_return_t take_settings(const memcached_instance_st *instance, const char *key,
 					size_t key_len, const char *value, size_t value_len,
 					void *context)
 {
+	uint64_t *numbers = context;   /* item_size_max, slab_chunk_max */
+	static const char *const names[] = { "item_size_max", "slab_chunk_max" };
 	char text[32];
 
 	(void)instance;
-	if (key_len == strlen("item_size_max") && memcmp(key, "item_size_max", key_len) == 0 &&
-	    value_len < sizeof(text)) {
-		memcpy(text, value, value_len);
-		text[value_len] = '\0';
-		*(uint64_t *)context = strtoull(text, NULL, 10);
-	}
+	if (value_len >= sizeof(text))
+		return MEMCACHED_SUCCESS;
+	memcpy(text, value, value_len);
+	text[value_len] = '\0';
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == key_len && memcmp(names[i], key, key_len) == 0)
+			numbers[i] = strtoull(text, NULL, 10);
 	return MEMCACHED_SUCCESS;
 }
 
@@ -573,13 +660,14 @@ static void probe(struct dlc_tier *tier, struct tier_server *server)
 		atomic_store(&server->item_max, 0);     /* a restart may have changed -I */
 	}
 	if (atomic_load(&server->item_max) == 0) {
-		uint64_t item_max = 0;
+		uint64_t settings[2] = { 0 };
 
 		/* Unread, the default stays (and is asked again next period);
 		 * a handle that may hold half a reply is not used again. */
-		if (memcached_stat_execute(server->probe, "settings", take_item_max, &item_max) ==
+		if (memcached_stat_execute(server->probe, "settings", take_settings, settings) ==
 		    MEMCACHED_SUCCESS) {
-			atomic_store(&server->item_max, item_max);
+			atomic_store(&server->chunk_max, settings[1]);
+			atomic_store(&server->item_max, settings[0]);
 		} else {
 			memcached_free(server->probe);
 			server->probe = NULL;
@@ -657,7 +745,7 @@ static void servers_free(struct tier_server *servers, unsigned count)
 {
 	for (unsigned i = 0; i < count; i++) {
 		for (unsigned j = 0; j < servers[i].npool; j++)
-			memcached_free(servers[i].pool[j]);
+			handle_free(servers[i].pool[j]);
 		if (servers[i].probe)
 			memcached_free(servers[i].probe);
 		pthread_mutex_destroy(&servers[i].pool_lock);

@@ -42,11 +42,16 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# start_memcached I: memcached I on its port, MC_MB MiB (16), refusing instead of evicting.
+# The memcached options the README recommends: values chained in 2 KiB
+# chunks of one slab class, so a server fills to ~93% of -m (BENCHMARKS.md).
+RECOMMENDED_MC_OPTS=(-o slab_chunk_max=2048 -f 8)
+
+# start_memcached I: memcached I on its port, MC_MB MiB (16), refusing
+# instead of evicting, with the recommended options.
 start_memcached() {
 	local i=$1 user=()
 	[ "$(id -u)" = 0 ] && user=(-u root)
-	memcached "${user[@]}" -l 127.0.0.1 -p "${MC_PORTS[$i]}" -U 0 -m "${MC_MB:-16}" -M -t 2 &
+	memcached "${user[@]}" -l 127.0.0.1 -p "${MC_PORTS[$i]}" -U 0 -m "${MC_MB:-16}" -M -t 2 "${RECOMMENDED_MC_OPTS[@]}" &
 	MC_PIDS[$i]=$!
 	for _ in $(seq 1 100); do
 		python3 -c "import socket; socket.create_connection(('127.0.0.1', ${MC_PORTS[$i]}), 1)" 2>/dev/null && return 0
@@ -304,6 +309,38 @@ test_ranks_decide_and_removal_makes_room() {
 	drop_caches
 	cat "$MNT"/train/*/* >/dev/null
 	[ "$(mount_sum hits)" -gt "$((hits + adds / 2))" ] || fail "the samples that rose are not served from the tier"
+	expect_eq "memcached evictions" "$(mount_sum evictions)" 0
+	stop_daemon
+	stop_memcached_all
+}
+
+# Run with the recommended options, a server takes values until it is
+# nearly full (>= 89% of -m; 91% measured, against 83-86% with memcached's
+# defaults, whose size classes refuse while others have room), then refuses
+# and is frozen; it never evicts.  Fails if the options are lost.
+test_recommended_options_fill_the_server() {
+	local fill limit
+	make_dataset "$WORK/fill" 2 150 110000    # ~33 MB of 55-165 KB samples
+	MC_MB=24 NODES=1 start_tier
+	start_daemon_from "$WORK/fill" "policy=none,tier_servers=$TIER,tier_timeout=1s"
+	wait_tier_known
+	cat "$MNT"/train/*/* >/dev/null
+	# A refusal freezes the server once the fill the health thread read
+	# (every 250 ms) is past 85%: the first pass may refuse before it is
+	# read; the misses of a second pass are refused again, and freeze it.
+	sleep 0.6
+	drop_caches
+	cat "$MNT"/train/*/* >/dev/null
+	for _ in $(seq 1 40); do
+		[ "$(mount_sum full)" = 1 ] && break
+		sleep 0.1
+	done
+	fill=$(mount_sum fill)
+	limit=$(mount_sum limit)
+	[ $((fill * 100)) -ge $((limit * 89)) ] ||
+		fail "memcached holds $fill bytes of its $limit: less than 89% (its slab options lost?)"
+	expect_eq "the server frozen once full" "$(mount_sum full)" 1
+	[ "$(mount_sum refusals)" -gt 0 ] || fail "the server never refused: the dataset did not fill it"
 	expect_eq "memcached evictions" "$(mount_sum evictions)" 0
 	stop_daemon
 	stop_memcached_all

@@ -587,22 +587,31 @@ static void prune_slice(struct dlc_tier *tier)
 				tier->servers[i].name);
 }
 
+/* Stores value as numbers[i] when key is names[i] (a "stats" reply's line). */
+static void take_number(const char *const *names, size_t count, const char *key, size_t key_len,
+			const char *value, size_t value_len, uint64_t *numbers)
+{
+	char text[32];
+
+	if (value_len >= sizeof(text))
+		return;
+	memcpy(text, value, value_len);
+	text[value_len] = '\0';
+	for (size_t i = 0; i < count; i++)
+		if (strlen(names[i]) == key_len && memcmp(names[i], key, key_len) == 0)
+			numbers[i] = strtoull(text, NULL, 10);
+}
+
 /* Collects the counters of one "stats" reply. */
 static memcached_return_t take_stat(const memcached_instance_st *instance, const char *key,
 				    size_t key_len, const char *value, size_t value_len, void *context)
 {
-	uint64_t *numbers = context;   /* bytes, limit, evictions, extstore_lost, pid, uptime */
+	/* Into context: bytes, limit, evictions, extstore_lost, pid, uptime. */
 	static const char *const names[] = { "bytes", "limit_maxbytes", "evictions",
 					     "extstore_objects_lost", "pid", "uptime" };
-	char text[32];
 
-	if (value_len >= sizeof(text))
-		return MEMCACHED_SUCCESS;
-	memcpy(text, value, value_len);
-	text[value_len] = '\0';
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strlen(names[i]) == key_len && memcmp(names[i], key, key_len) == 0)
-			numbers[i] = strtoull(text, NULL, 10);
+	(void)instance;
+	take_number(names, sizeof(names) / sizeof(names[0]), key, key_len, value, value_len, context);
 	return MEMCACHED_SUCCESS;
 }
 
@@ -611,18 +620,10 @@ static memcached_return_t take_settings(const memcached_instance_st *instance, c
 					size_t key_len, const char *value, size_t value_len,
 					void *context)
 {
-	uint64_t *numbers = context;   /* item_size_max, slab_chunk_max */
 	static const char *const names[] = { "item_size_max", "slab_chunk_max" };
-	char text[32];
 
 	(void)instance;
-	if (value_len >= sizeof(text))
-		return MEMCACHED_SUCCESS;
-	memcpy(text, value, value_len);
-	text[value_len] = '\0';
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strlen(names[i]) == key_len && memcmp(names[i], key, key_len) == 0)
-			numbers[i] = strtoull(text, NULL, 10);
+	take_number(names, sizeof(names) / sizeof(names[0]), key, key_len, value, value_len, context);
 	return MEMCACHED_SUCCESS;
 }
 

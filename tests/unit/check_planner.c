@@ -424,6 +424,38 @@ START_TEST(test_plan_takes_unannounced_entries_first)
 END_TEST
 
 /*
+ * The two tests below: cache 2 with 1 (score 0.1) and 2 (0.9) restored,
+ * then passes 2 and 3, each announcing its order and reading its reads;
+ * after pass 2, 3 must have taken 1's place.  Returns the misses.
+ */
+static size_t two_announced_passes(const uint32_t *order2, size_t n_order2, const uint32_t *reads2,
+				   size_t n_reads2, const uint32_t *order3, size_t n_order3,
+				   const uint32_t *reads3, size_t n_reads3)
+{
+	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
+	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
+	struct dlc_ino_list victims = { 0 };
+	size_t misses = 0;
+
+	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
+	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
+	dlc_policy_begin_pass(policy, 2);
+	announce(policy, order2, n_order2);
+	for (size_t i = 0; i < n_reads2; i++)
+		misses += !read_one(policy, reads2[i], &victims);
+	/* 3 took 1's place: 1 was not read in the pass, but the pass repeats. */
+	ck_assert(dlc_policy_contains(policy, 3));
+	ck_assert(!dlc_policy_contains(policy, 1));
+	dlc_policy_begin_pass(policy, 3);
+	announce(policy, order3, n_order3);
+	for (size_t i = 0; i < n_reads3; i++)
+		misses += !read_one(policy, reads3[i], &victims);
+	dlc_ino_list_free(&victims);
+	dlc_policy_free(policy);
+	return misses;
+}
+
+/*
  * An announced pass whose reads reach a sample's second announced line draws
  * with replacement: an
  * entry it has not read yet is no certain hit in it, so a more important miss
@@ -436,27 +468,10 @@ START_TEST(test_plan_repeats_lift_the_pass_rule)
 {
 	static const uint32_t pass2[] = { 2, 2, 3 };
 	static const uint32_t pass3[] = { 3, 2, 3 };
-	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
-	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
-	struct dlc_ino_list victims = { 0 };
-	size_t misses = 0;
 
-	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
-	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
-	dlc_policy_begin_pass(policy, 2);
-	announce(policy, pass2, ARRAY_SIZE(pass2));
-	for (size_t i = 0; i < ARRAY_SIZE(pass2); i++)
-		misses += !read_one(policy, pass2[i], &victims);
-	/* 3 took 1's place: 1 was not read in the pass, but the pass repeats. */
-	ck_assert(dlc_policy_contains(policy, 3));
-	ck_assert(!dlc_policy_contains(policy, 1));
-	dlc_policy_begin_pass(policy, 3);
-	announce(policy, pass3, ARRAY_SIZE(pass3));
-	for (size_t i = 0; i < ARRAY_SIZE(pass3); i++)
-		misses += !read_one(policy, pass3[i], &victims);
-	ck_assert_uint_eq(misses, 1);
-	dlc_ino_list_free(&victims);
-	dlc_policy_free(policy);
+	ck_assert_uint_eq(two_announced_passes(pass2, ARRAY_SIZE(pass2), pass2, ARRAY_SIZE(pass2),
+					       pass3, ARRAY_SIZE(pass3), pass3, ARRAY_SIZE(pass3)),
+			  1);
 }
 END_TEST
 
@@ -473,26 +488,10 @@ START_TEST(test_plan_whole_order_named_once_lifts_the_pass_rule)
 	static const uint32_t reads2[] = { 2, 2, 3 };
 	static const uint32_t pass3[] = { 3, 2 };
 	static const uint32_t reads3[] = { 3, 2, 3 };
-	float scores[4] = { NAN, 0.1f, 0.9f, 0.5f };
-	struct dlc_policy *policy = make_planning_policy(2, 3, scores);
-	struct dlc_ino_list victims = { 0 };
-	size_t misses = 0;
 
-	ck_assert_int_eq(dlc_policy_restore(policy, 1, 1), 0);
-	ck_assert_int_eq(dlc_policy_restore(policy, 2, 1), 0);
-	dlc_policy_begin_pass(policy, 2);
-	announce(policy, pass2, ARRAY_SIZE(pass2));
-	for (size_t i = 0; i < ARRAY_SIZE(reads2); i++)
-		misses += !read_one(policy, reads2[i], &victims);
-	ck_assert(dlc_policy_contains(policy, 3));
-	ck_assert(!dlc_policy_contains(policy, 1));
-	dlc_policy_begin_pass(policy, 3);
-	announce(policy, pass3, ARRAY_SIZE(pass3));
-	for (size_t i = 0; i < ARRAY_SIZE(reads3); i++)
-		misses += !read_one(policy, reads3[i], &victims);
-	ck_assert_uint_eq(misses, 1);
-	dlc_ino_list_free(&victims);
-	dlc_policy_free(policy);
+	ck_assert_uint_eq(two_announced_passes(pass2, ARRAY_SIZE(pass2), reads2, ARRAY_SIZE(reads2),
+					       pass3, ARRAY_SIZE(pass3), reads3, ARRAY_SIZE(reads3)),
+			  1);
 }
 END_TEST
 

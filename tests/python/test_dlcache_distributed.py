@@ -128,6 +128,18 @@ class DistributedSlicerTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             dlcache.DistributedSlicer(dlcache.ShuffleSampler(PATHS), 4, 4)
 
+    def test_a_slice_drawn_with_replacement_announces_every_draw(self):
+        rep = dlcache.RankReporter(None, PATHS, every=1)
+        rep.report(list(range(100)), [float(i % 7) for i in range(100)])
+        rep.rerank()
+        base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.9, seed=5)
+        mount = FakeMount()
+        s = dlcache.DistributedSlicer(base, 0, 2, mount)
+        s.set_epoch(1)
+        self.assertGreater(len(s.order), len(set(s.order)), "the slice has no repeated draw")
+        # Every draw, in reading order: the planner sees each use.
+        self.assertEqual(mount.writes[1], ["prefetch " + mount.relpath(PATHS[i]) for i in s])
+
     def test_importance_sampling_draws_the_same_order_on_every_rank(self):
         def body(rank, gather):
             rep = dlcache.DistributedRankReporter(None, PATHS, every=1, all_gather=gather)

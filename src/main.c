@@ -400,6 +400,7 @@ static int cmd_mount(int argc, char **argv)
 		.tier = tier,
 		.stats = &stats,
 		.budget = &budget,
+		.kernel_readahead = opts.kernel_readahead,
 		.source = opts.source,
 		.policy = dlc_policy_name(opts.policy),
 		.cache_max_file = opts.cache_max_file,

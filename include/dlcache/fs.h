@@ -36,6 +36,7 @@ struct dlc_fs_context {
 	unsigned source_threads;     /* most opens and reads waiting on the source at once */
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
 	bool passthrough;            /* hits may pass through to the cache file (passthrough=) */
+	uint64_t kernel_readahead;   /* the kernel's readahead window to set; 0: leave it */
 	const char *mountpoint;      /* absolute; .control accepts it as a path prefix */
 	int64_t control_uid;         /* owner of .control; -1: the user who mounted */
 	int64_t control_gid;         /* group that may write .control too; -1: none */

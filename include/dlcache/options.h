@@ -41,6 +41,8 @@ struct dlc_options {
 	uint64_t cache_max_file;    /* larger files are cached by blocks (blocks.h) */
 	uint64_t block_size;        /* their block */
 	uint64_t readahead_max;     /* a sequential reader's readahead window's cap */
+	uint64_t kernel_readahead;  /* the kernel's readahead window for the mount;
+				     * 0: left as the kernel set it */
 	uint64_t memory_limit;      /* the memory budget for file bytes (budget.h) */
 	char *snapshot;             /* absolute; default CACHE_DIR/snapshot.db */
 	bool snapshot_default;      /* snapshot is CACHE_DIR/snapshot.db: neither given

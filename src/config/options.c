@@ -36,6 +36,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/blocks.h"
+#include "dlcache/kernel_readahead.h"
 #include "dlcache/options.h"
 #include "dlcache/snapshot.h"
 
@@ -55,6 +56,7 @@ enum option_key {
 	KEY_CACHE_MAX_FILE,
 	KEY_BLOCK_SIZE,
 	KEY_READAHEAD_MAX,
+	KEY_KERNEL_READAHEAD,
 	KEY_POLICY,
 	KEY_SNAPSHOT,
 	KEY_REFRESH,
@@ -108,6 +110,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("cache_max_file=", KEY_CACHE_MAX_FILE),
 	FUSE_OPT_KEY("block_size=", KEY_BLOCK_SIZE),
 	FUSE_OPT_KEY("readahead_max=", KEY_READAHEAD_MAX),
+	FUSE_OPT_KEY("kernel_readahead=", KEY_KERNEL_READAHEAD),
 	FUSE_OPT_KEY("policy=", KEY_POLICY),
 	FUSE_OPT_KEY("snapshot=", KEY_SNAPSHOT),
 	FUSE_OPT_KEY("refresh", KEY_REFRESH),
@@ -572,6 +575,14 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_READAHEAD_MAX:
 		state->readahead_given = true;
 		return parse_size_option(state, "readahead_max", value, "64M", &opts->readahead_max);
+	case KEY_KERNEL_READAHEAD:
+		rc = parse_size_option(state, "kernel_readahead", value, "4M", &opts->kernel_readahead);
+		if (rc == 0 && (opts->kernel_readahead > DLC_MAX_KERNEL_READAHEAD ||
+				(opts->kernel_readahead > 0 && opts->kernel_readahead < 4096)))
+			return parse_fail(state, -EINVAL,
+					  "kernel_readahead '%s' must be 0 or between 4K and 256M; write e.g. kernel_readahead=4M.",
+					  value);
+		return rc;
 	case KEY_MEMORY_LIMIT:
 		rc = parse_size_option(state, "memory_limit", value, "2G", &opts->memory_limit);
 		if (rc == 0 && opts->memory_limit < MIN_MEMORY_LIMIT)
@@ -749,6 +760,7 @@ static void set_defaults(struct dlc_options *opts)
 	opts->cache_max_file = DLC_DEFAULT_CACHE_MAX_FILE;
 	opts->block_size = DLC_DEFAULT_BLOCK_SIZE;
 	opts->readahead_max = DLC_DEFAULT_READAHEAD_MAX;
+	opts->kernel_readahead = DLC_DEFAULT_KERNEL_READAHEAD;
 	opts->policy = DLC_POLICY_IMPORTANCE;
 	opts->crawl_threads = DLC_DEFAULT_CRAWL_THREADS;
 	opts->control_uid = -1;
@@ -944,6 +956,8 @@ void dlc_options_usage(const char *program, FILE *out)
 		"                           to 256M (default: 4M)\n"
 		"    readahead_max=SIZE     most read ahead of a sequential reader of a\n"
 		"                           larger file, 0 for none (default: 64M)\n"
+		"    kernel_readahead=SIZE  the kernel's readahead window for the mount,\n"
+		"                           0 to leave it at 128K (default: 4M; root only)\n"
 		"    memory_limit=SIZE      most memory for file bytes in flight, staged or\n"
 		"                           held, at least 16M (default: 1G)\n"
 		"    policy=NAME            importance, freeze, lru or none\n"

@@ -28,6 +28,7 @@
 #include "dlcache/control.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
+#include "dlcache/kernel_readahead.h"
 #include "dlcache/pool.h"
 #include "control_apply.h"
 #include "passthrough.h"
@@ -91,7 +92,34 @@ struct fs {
 	struct handle open_handles; /* list head; guarded by handles_lock */
 	struct dlc_pool *source_pool;  /* opens and reads that wait on the source */
 	struct dlc_passthrough *passthrough;   /* the mode of each dataset open */
+	struct dlc_blob_spares *replies;       /* read replies' buffers, reused */
+	atomic_bool readahead_set;             /* set_kernel_readahead has run */
 };
+
+/*
+ * Read replies are copied out of a buffer of the request's size, up to the
+ * kernel's largest request (256 pages).  Those buffers are kept for the
+ * next read rather than given back: fresh memory costs a page fault per
+ * 4 KiB on first touch (about 20 us on a VM; fetch.h), and a buffer of
+ * 1 MiB, at malloc's mmap threshold (main.c), would be fresh every time.
+ * REPLY_SPARES of them stay: the FUSE threads and the source pool's.
+ */
+#define REPLY_CAPACITY (1u << 20)
+#define REPLY_SPARES 16
+
+/* A buffer for a reply of size bytes (blob->data), or NULL; dlc_blob_put it. */
+static struct dlc_blob *reply_buffer(struct fs *fs, size_t size)
+{
+	struct dlc_blob *blob = dlc_blob_spares_take(fs->replies, size);
+
+	if (!blob && size > REPLY_CAPACITY && (blob = malloc(sizeof(*blob) + size))) {
+		atomic_init(&blob->refs, 1);
+		blob->budget = NULL;
+		blob->spares = NULL;
+		blob->size = size;
+	}
+	return blob;
+}
 
 /* How long unmount waits for source reads before it says what it waits for. */
 #define SOURCE_POOL_GRACE_MS 2000
@@ -204,12 +232,37 @@ static bool virtual_named(const char *name)
 	return false;
 }
 
+/*
+ * Raises the kernel's readahead window for the mount (kernel_readahead.h):
+ * large files are then asked for in requests of up to 1 MiB, several at
+ * once, instead of 128 KiB at a time.  The kernel sets the window when it
+ * takes the INIT reply, so this waits for the first request after it: a
+ * lookup, or the getattr of the root (any access starts with one of them).
+ * Never fatal: without it reads stay correct, in smaller requests.
+ */
+static void set_kernel_readahead(struct fs *fs)
+{
+	const struct dlc_fs_context *context = fs->context;
+	int rc;
+
+	if (atomic_load_explicit(&fs->readahead_set, memory_order_relaxed) ||
+	    atomic_exchange(&fs->readahead_set, true) || context->kernel_readahead == 0)
+		return;
+	rc = dlc_kernel_readahead_set("/proc/self/mountinfo", "/sys/class/bdi", context->mountpoint,
+				      context->kernel_readahead);
+	if (rc < 0)
+		dlc_log(rc == -EACCES || rc == -EROFS || rc == -EPERM ? DLC_LOG_INFO : DLC_LOG_WARNING,
+			"the kernel's readahead for %s stays at its default (%s): large files are read 128 KiB at a time; mount as root to raise it, or write kernel_readahead=0 to silence this",
+			context->mountpoint, strerror(-rc));
+}
+
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
 	struct fuse_entry_param e;
 	uint64_t ino = 0;
 
+	set_kernel_readahead(fs);
 	for (int v = VIRTUAL_STATS; parent == FUSE_ROOT_ID && v < VIRTUAL_COUNT; v++)
 		if (strcmp(name, virtual_names[v]) == 0)
 			ino = fs->virtual_base + (fuse_ino_t)v;
@@ -230,6 +283,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	int rc = fill_attr(fs_of(req), ino, &st);
 
+	set_kernel_readahead(fs_of(req));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -582,22 +636,22 @@ struct source_wait {
 static void read_from_source(struct source_wait *w)
 {
 	struct dlc_budget *budget = w->fs->context->budget;
-	char *buf;
+	struct dlc_blob *buf;
 	ssize_t n;
 
 	dlc_budget_acquire(budget, w->size);
-	buf = malloc(w->size);
-	n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino, w->h->direct, buf,
-					w->size, (uint64_t)w->off)
+	buf = reply_buffer(w->fs, w->size);
+	n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino, w->h->direct,
+					buf->data, w->size, (uint64_t)w->off)
 		: -ENOMEM;
 
 	if (dlc_pending_claim(&w->pending)) {
 		if (n < 0)
 			fuse_reply_err(w->pending.req, (int)-n);
 		else
-			fuse_reply_buf(w->pending.req, buf, (size_t)n);
+			fuse_reply_buf(w->pending.req, (const char *)buf->data, (size_t)n);
 	}
-	free(buf);
+	dlc_blob_put(buf);
 	dlc_budget_release(budget, w->size);
 }
 
@@ -762,15 +816,16 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* Bytes already at hand (blocks.h) are answered on this thread;
 		 * a read that must wait for a block goes to the source pool. */
 		if (h->direct && dlc_budget_try_acquire(budget, size, budget ? budget->limit : 0)) {
-			buf = malloc(size);
-			if (buf && dlc_fetch_try_read_direct(fs_of(req)->context->fetch, h->direct, buf,
-							     size, (uint64_t)off, &n)) {
-				fuse_reply_buf(req, buf, (size_t)n);
-				free(buf);
+			struct dlc_blob *reply = reply_buffer(fs_of(req), size);
+
+			if (reply && dlc_fetch_try_read_direct(fs_of(req)->context->fetch, h->direct,
+							       reply->data, size, (uint64_t)off, &n)) {
+				fuse_reply_buf(req, (const char *)reply->data, (size_t)n);
+				dlc_blob_put(reply);
 				dlc_budget_release(budget, size);
 				return;
 			}
-			free(buf);
+			dlc_blob_put(reply);
 			dlc_budget_release(budget, size);
 		}
 		w = malloc(sizeof(*w));
@@ -972,6 +1027,7 @@ static void fs_destroy(void *userdata)
 	 * whose kept backing ids are closed. */
 	dlc_cache_set_drop_hook(fs->context->cache, NULL, NULL);
 	dlc_passthrough_free(fs->passthrough);
+	dlc_blob_spares_close(fs->replies);
 	free(fs);
 }
 
@@ -1041,7 +1097,8 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	clock_gettime(CLOCK_REALTIME, &fs->started);
 	fs->source_pool = dlc_pool_create(context->source_threads);
 	fs->passthrough = dlc_passthrough_new(context->stats);
-	if (!fs->source_pool || !fs->passthrough)
+	fs->replies = dlc_blob_spares_create(REPLY_CAPACITY, REPLY_SPARES);
+	if (!fs->source_pool || !fs->passthrough || !fs->replies)
 		goto err;
 	warn_hidden_names(context->snapshot);
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
@@ -1057,6 +1114,7 @@ err:
 	if (fs->source_pool)
 		dlc_pool_stop(fs->source_pool, 0);
 	dlc_passthrough_free(fs->passthrough);
+	dlc_blob_spares_close(fs->replies);
 	pthread_mutex_destroy(&fs->handles_lock);
 	free(fs);
 	return NULL;

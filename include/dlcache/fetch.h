@@ -37,6 +37,7 @@ struct dlc_blob {
 	_Atomic unsigned refs;
 	struct dlc_budget *budget;      /* what its bytes were taken from, or NULL */
 	struct dlc_blob_spares *spares; /* where its memory goes when put, or NULL: freed */
+	void *base;                     /* what to free: the blob itself when NULL */
 	uint64_t size;
 	unsigned char data[];
 };

@@ -68,7 +68,17 @@ int dlc_store_load(struct dlc_store *store,
  * Reads the cached bytes of path into buf, which holds size bytes.  Returns
  * 0 when the file exists, has exactly size bytes and hashes to hash;
  * -ENOENT when it is gone; -EBADMSG when size or hash differ; other -errno.
+ * When buf and size are multiples of DLC_STORE_DIRECT_ALIGN and size is at
+ * least DLC_STORE_DIRECT_MIN (blocks of large files, in their aligned
+ * buffers: fetch.h), the file is read with O_DIRECT, straight from the disk
+ * into buf: the bytes are wanted once, to be checked and handed to the
+ * kernel, which keeps them in the mounted file's page cache; reading them
+ * through the cache file's page cache too cost a copy (a third of the
+ * daemon's time in a cached pass) and a second copy of them in memory.
  */
+#define DLC_STORE_DIRECT_ALIGN 4096u
+#define DLC_STORE_DIRECT_MIN (256u << 10)
+
 int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
 		   uint64_t hash, uint64_t *stamp);
 

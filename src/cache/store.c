@@ -391,7 +391,17 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
 		return -EFBIG;
 	entry_name(path, name);
 	dlc_store_data_path(name, rel);
-	fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = -1;
+	if ((uintptr_t)buf % DLC_STORE_DIRECT_ALIGN == 0 && size % DLC_STORE_DIRECT_ALIGN == 0 &&
+	    size >= DLC_STORE_DIRECT_MIN && !atomic_load_explicit(&store->no_direct, memory_order_relaxed)) {
+		fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_DIRECT);
+		if (fd < 0 && errno == EINVAL)
+			atomic_store(&store->no_direct, true);  /* tmpfs, say: read through the page cache */
+		else if (fd < 0)
+			return errno == ELOOP ? -EBADMSG : -errno;
+	}
+	if (fd < 0)
+		fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ELOOP ? -EBADMSG : -errno;
 	if (fstat(fd, &st) != 0) {

@@ -46,6 +46,7 @@ struct dlc_store {
 	atomic_uint_fast64_t tmp_seq;   /* makes tmp/ names unique */
 	bool no_index;                  /* the disk was full at open: index.db is not
 					 * open and nothing is read or written */
+	atomic_bool no_direct;          /* the cache's file system refused O_DIRECT */
 
 	pthread_mutex_t mutex;
 	pthread_cond_t wake;            /* a transaction began, or stopping */

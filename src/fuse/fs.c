@@ -116,6 +116,7 @@ static struct dlc_blob *reply_buffer(struct fs *fs, size_t size)
 		atomic_init(&blob->refs, 1);
 		blob->budget = NULL;
 		blob->spares = NULL;
+		blob->base = NULL;
 		blob->size = size;
 	}
 	return blob;

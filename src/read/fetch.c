@@ -64,6 +64,7 @@
 #include "dlcache/chunks.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
+#include "dlcache/store.h"
 #include "dlcache/tier.h"
 
 struct flight {
@@ -167,6 +168,7 @@ static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 	atomic_init(&blob->refs, 1);
 	blob->budget = fetch->budget;
 	blob->spares = NULL;
+	blob->base = NULL;
 	blob->size = size;
 	return blob;
 }
@@ -191,6 +193,32 @@ struct dlc_blob_spares {
 	bool closed;                    /* lock */
 	struct dlc_blob **kept;         /* lock: max slots */
 };
+
+static void blob_free(struct dlc_blob *blob)
+{
+	if (blob)
+		free(blob->base ? blob->base : blob);
+}
+
+/*
+ * A spare buffer of capacity (+ 1) bytes whose data starts on a page:
+ * the store reads a whole block into it with O_DIRECT (store.h), which
+ * wants the buffer, like the file offset and length, aligned.  The page
+ * before data holds the blob's header.
+ */
+static struct dlc_blob *spare_new(uint64_t capacity)
+{
+	const size_t align = DLC_STORE_DIRECT_ALIGN;
+	struct dlc_blob *blob;
+	void *base;
+
+	if (capacity > SIZE_MAX - 2 * align ||
+	    posix_memalign(&base, align, align + ((capacity + 1 + align - 1) / align) * align) != 0)
+		return NULL;
+	blob = (struct dlc_blob *)((char *)base + align - sizeof(*blob));
+	blob->base = base;
+	return blob;
+}
 
 struct dlc_blob_spares *dlc_blob_spares_create(uint64_t capacity, unsigned max)
 {
@@ -225,7 +253,7 @@ struct dlc_blob *dlc_blob_spares_take(struct dlc_blob_spares *spares, uint64_t s
 		blob = spares->kept[--spares->count];
 	pthread_mutex_unlock(&spares->lock);
 	/* Every buffer has the full capacity, so that any can serve any size. */
-	if (!blob && !(blob = malloc(sizeof(*blob) + spares->capacity + 1)))
+	if (!blob && !(blob = spare_new(spares->capacity)))
 		return NULL;
 	pthread_mutex_lock(&spares->lock);
 	spares->refs++;
@@ -259,7 +287,7 @@ static void spares_put(struct dlc_blob_spares *spares, struct dlc_blob *blob)
 	}
 	last = --spares->refs == 0;
 	pthread_mutex_unlock(&spares->lock);
-	free(blob);
+	blob_free(blob);
 	if (last)
 		spares_free(spares);
 }
@@ -273,7 +301,7 @@ void dlc_blob_spares_close(struct dlc_blob_spares *spares)
 	pthread_mutex_lock(&spares->lock);
 	spares->closed = true;
 	while (spares->count > 0)
-		free(spares->kept[--spares->count]);
+		blob_free(spares->kept[--spares->count]);
 	last = --spares->refs == 0;
 	pthread_mutex_unlock(&spares->lock);
 	if (last)
@@ -287,7 +315,7 @@ void dlc_blob_put(struct dlc_blob *blob)
 		if (blob->spares)
 			spares_put(blob->spares, blob);
 		else
-			free(blob);
+			blob_free(blob);
 	}
 }
 

@@ -903,6 +903,9 @@ START_TEST(spare_buffers_are_reused_up_to_their_cap)
 	c = dlc_blob_spares_take(spares, 1);
 	ck_assert(a && b && c);
 	ck_assert_uint_eq(b->size, 100);
+	/* Page-aligned, for the store's O_DIRECT reads of blocks (store.h). */
+	ck_assert_uint_eq((uintptr_t)a->data % 4096, 0);
+	ck_assert_uint_eq((uintptr_t)c->data % 4096, 0);
 	memset(a->data, 0xab, 8193);                            /* capacity + 1 */
 	memset(c->data, 0xcd, 8193);                            /* any buffer has it all */
 	ck_assert_uint_eq(dlc_blob_spares_count(spares), 0);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -466,6 +467,84 @@ START_TEST(test_read_corrupted_file)
 
 	ck_assert_int_eq(truncate(file, 100), 0);
 	ck_assert_int_eq(read_rc(store, "c.jpg", 110000, hash), -EBADMSG);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/* Pages of file in the page cache, after writing them out and dropping them
+ * first when drop is set. */
+static size_t resident_pages(const char *file, bool drop)
+{
+	struct stat st;
+	unsigned char vec[1024];
+	size_t pages, n = 0;
+	void *map;
+	int fd = open(file, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	if (drop) {
+		ck_assert_int_eq(fdatasync(fd), 0);
+		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	}
+	pages = ((size_t)st.st_size + 4095) / 4096;
+	ck_assert_uint_le(pages, sizeof(vec));
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mincore(map, (size_t)st.st_size, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	munmap(map, (size_t)st.st_size);
+	close(fd);
+	return n;
+}
+
+/*
+ * A block read into an aligned buffer (as the blocks' spare buffers are)
+ * goes straight from the disk (O_DIRECT), leaving nothing in the cache
+ * file's page cache; a misaligned buffer reads through it.  Both check the
+ * size and the hash.
+ */
+START_TEST(test_aligned_block_reads_bypass_the_page_cache)
+{
+	const size_t size = 1 << 20;
+	struct dlc_store *store = open_ok();
+	uint64_t hash = insert_ok(store, "block", size, 3, 0);
+	unsigned char *want = make_bytes(size, 3), *buf = aligned_alloc(4096, size + 4096);
+	char file[PATH_MAX];
+	int fd;
+
+	ck_assert_ptr_nonnull(buf);
+	file_of("block", file, sizeof(file));
+	fd = open(file, O_RDONLY | O_DIRECT);
+	if (fd < 0 && errno == EINVAL) {
+		/* This file system has no O_DIRECT: the store reads buffered. */
+		read_ok(store, "block", size, 3, hash);
+		goto out;
+	}
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+
+	ck_assert_uint_eq(resident_pages(file, true), 0);
+	ck_assert_int_eq(dlc_store_read(store, "block", buf, size, hash, NULL), 0);
+	ck_assert(memcmp(buf, want, size) == 0);
+	ck_assert_uint_eq(resident_pages(file, false), 0);
+	ck_assert_int_eq(dlc_store_read(store, "block", buf, size, hash ^ 1, NULL), -EBADMSG);
+
+	/* Misaligned: through the page cache, the same bytes. */
+	ck_assert_int_eq(dlc_store_read(store, "block", buf + 1, size, hash, NULL), 0);
+	ck_assert(memcmp(buf + 1, want, size) == 0);
+	ck_assert_uint_eq(resident_pages(file, false), size / 4096);
+
+	/* A change not yet written back is seen by the direct read too. */
+	fd = open(file, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "x", 1, 777), 1);
+	close(fd);
+	ck_assert_int_eq(dlc_store_read(store, "block", buf, size, hash, NULL), -EBADMSG);
+out:
+	free(want);
+	free(buf);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 }
 END_TEST
@@ -1338,6 +1417,7 @@ static Suite *store_suite(void)
 	tc = tcase("verify");
 	tcase_add_test(tc, test_read_wrong_size_or_hash);
 	tcase_add_test(tc, test_read_corrupted_file);
+	tcase_add_test(tc, test_aligned_block_reads_bypass_the_page_cache);
 	tcase_add_test(tc, test_read_missing_file);
 	tcase_add_test(tc, test_read_symlink_refused);
 	suite_add_tcase(s, tc);

@@ -61,6 +61,7 @@
 #include <xxhash.h>
 
 #include "dlcache/cause.h"
+#include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 #include "store_private.h"
@@ -427,7 +428,7 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
 		}
 		done += (uint64_t)n;
 	}
-	if ((uint64_t)XXH3_64bits(buf, (size_t)size) != hash)
+	if (dlc_xxh3(buf, (size_t)size) != hash)
 		rc = -EBADMSG;
 	else if (stamp)
 		*stamp = stamp_of(&st);
@@ -499,7 +500,7 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 		return -ENOSPC;
 	if (size > (uint64_t)SSIZE_MAX || size > (uint64_t)INT64_MAX)
 		return -EFBIG;
-	sum = XXH3_64bits(data, (size_t)size);
+	sum = dlc_xxh3(data, (size_t)size);
 	entry_name(path, name);
 	dlc_store_data_path(name, rel);
 	snprintf(tmp_path, sizeof(tmp_path), "tmp/%ld.%" PRIuFAST64, (long)getpid(),

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "dlcache/hash.h"
 #include "dlcache/tier_place.h"
 
 #define VALUE_MAGIC 0x31544c44u        /* "DLT1" read as little-endian */
@@ -77,7 +78,7 @@ void dlc_tier_value_header(const void *data, uint64_t size, unsigned char *heade
 	put_le32(header, VALUE_MAGIC);
 	put_le32(header + 4, VALUE_VERSION);
 	put_le64(header + 8, size);
-	put_le64(header + 16, XXH3_64bits(data, (size_t)size));
+	put_le64(header + 16, dlc_xxh3(data, (size_t)size));
 }
 
 enum dlc_tier_check dlc_tier_value_check(const void *value, size_t len, uint64_t expected_size)
@@ -93,7 +94,7 @@ enum dlc_tier_check dlc_tier_value_check(const void *value, size_t len, uint64_t
 		return DLC_TIER_VALUE_BAD_FRAME;
 	if (size != expected_size)
 		return DLC_TIER_VALUE_BAD_SIZE;
-	if (XXH3_64bits(v + DLC_TIER_HEADER_SIZE, (size_t)size) != get_le64(v + 16))
+	if (dlc_xxh3(v + DLC_TIER_HEADER_SIZE, (size_t)size) != get_le64(v + 16))
 		return DLC_TIER_VALUE_BAD_HASH;
 	return DLC_TIER_VALUE_GOOD;
 }

@@ -74,6 +74,7 @@
 #include <xxhash.h>
 
 #include "dlcache/chunks.h"
+#include "dlcache/hash.h"
 #include "dlcache/log.h"
 
 #define WINDOW (16u << 20)
@@ -485,7 +486,7 @@ int dlc_chunks_read_file(struct dlc_chunks *chunks, uint32_t ino, void *buf, uin
 	if ((uint64_t)n < size)
 		return chunk_failed(chunks, member.chunk, ino, "ends before the file (it was "
 				    "truncated or replaced since it was packed)");
-	if (XXH3_64bits(buf, size) != member.hash)
+	if (dlc_xxh3(buf, size) != member.hash)
 		return chunk_failed(chunks, member.chunk, ino, "does not hold the bytes packed for "
 				    "the file (it was damaged or replaced)");
 	return 0;
@@ -617,7 +618,7 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 			}
 		}
 		data = size > 0 ? window + (member.offset - start) : window;
-		if (XXH3_64bits(data, size) != member.hash) {
+		if (dlc_xxh3(data, size) != member.hash) {
 			chunk_failed(chunks, c, m, "does not hold the bytes packed for the file (it "
 				     "was damaged or replaced)");
 			if (m == ino)

@@ -33,6 +33,7 @@
 #include <sqlite3.h>
 #include <xxhash.h>
 
+#include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 
@@ -546,6 +547,29 @@ out:
 	free(want);
 	free(buf);
 	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/*
+ * The store's hash is XXH3-64, whichever instructions compute it: the same
+ * value as the library's at every length (each of XXH3's paths: up to 16,
+ * 128 and 240 bytes, then stripes and blocks) and alignment, and the AVX2
+ * build is the one used wherever the processor has AVX2.
+ */
+START_TEST(test_hash_is_the_librarys_xxh3_at_every_length)
+{
+	const size_t max = (1 << 20) + 64;
+	unsigned char *data = make_bytes(max, 17);
+
+	for (size_t len = 0; len <= 5000; len++)
+		ck_assert_uint_eq(dlc_xxh3(data + len % 7, len), XXH3_64bits(data + len % 7, len));
+	for (size_t len = 5001; len < max - 64; len = len * 3 / 2 + 11)
+		ck_assert_uint_eq(dlc_xxh3(data + 3, len), XXH3_64bits(data + 3, len));
+	ck_assert_uint_eq(dlc_xxh3(data, max), XXH3_64bits(data, max));
+#if defined(__x86_64__)
+	ck_assert_int_eq(dlc_xxh3_uses_avx2(), __builtin_cpu_supports("avx2") ? 1 : 0);
+#endif
+	free(data);
 }
 END_TEST
 
@@ -1418,6 +1442,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_read_wrong_size_or_hash);
 	tcase_add_test(tc, test_read_corrupted_file);
 	tcase_add_test(tc, test_aligned_block_reads_bypass_the_page_cache);
+	tcase_add_test(tc, test_hash_is_the_librarys_xxh3_at_every_length);
 	tcase_add_test(tc, test_read_missing_file);
 	tcase_add_test(tc, test_read_symlink_refused);
 	suite_add_tcase(s, tc);

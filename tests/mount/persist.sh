@@ -144,8 +144,14 @@ test_kill_9_during_admission_leaves_a_cache_that_serves_only_good_bytes() {
 	# 100 misses of 3 delayed calls each take 3 s; the index commits every second.
 	start_daemon "source_delay=10ms"
 	read_all_shuffled >/dev/null 2>&1 &
-	local reader=$!
-	sleep 1.8
+	local reader=$! i
+	# Killed once the index has committed an entry (a loaded machine may
+	# take longer than a second to get there), while misses still run.
+	for i in $(seq 1 200); do
+		[ "$(sqlite3 "$CACHE/index.db" 'SELECT count(*) FROM entries' 2>/dev/null || echo 0)" -gt 0 ] && break
+		sleep 0.05
+	done
+	sleep 0.2
 	kill -9 "$DAEMON_PID"
 	wait "$DAEMON_PID" 2>/dev/null || true
 	DAEMON_PID=

@@ -391,7 +391,7 @@ static int cmd_mount(int argc, char **argv)
 		goto out;
 	dlc_fetch_set_tier(fetch, tier);
 	dlc_fetch_set_budget(fetch, &budget);
-	dlc_fetch_set_blocks(fetch, opts.block_size, opts.readahead_max);
+	dlc_fetch_set_blocks(fetch, opts.block_size, opts.readahead_max, opts.kernel_readahead);
 	context = (struct dlc_fs_context) {
 		.snapshot = snapshot,
 		.backend = backend,

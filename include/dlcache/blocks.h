@@ -62,7 +62,10 @@ struct dlc_block_reader;        /* per open file; opaque */
 
 /*
  * NULL on ENOMEM.  block_size is a multiple of 4 KiB, readahead_max of
- * block_size or 0 (no readahead); the arguments must outlive it (source is
+ * block_size or 0 (no readahead); kernel_readahead is the mount's kernel
+ * readahead window as raised (kernel_readahead.h), 0 when left at the
+ * kernel's: how far out of order the kernel's requests may arrive.  The
+ * arguments must outlive it (source is
  * copied).  Tells the cache the block size (dlc_cache_set_block_size).
  * budget and cache may be NULL.
  */
@@ -70,7 +73,7 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 				     const struct dlc_snapshot *snapshot,
 				     struct dlc_cache *cache, struct dlc_stats *stats,
 				     struct dlc_budget *budget, uint64_t block_size,
-				     uint64_t readahead_max);
+				     uint64_t readahead_max, uint64_t kernel_readahead);
 
 /* Stops readahead (queued fetches dropped, running ones finished). */
 void dlc_blocks_stop(struct dlc_blocks *blocks);

@@ -137,7 +137,8 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
  * DLC_DEFAULT_BLOCK_SIZE, DLC_DEFAULT_READAHEAD_MAX).  A packed source's
  * large files are cached by blocks too, each read by range from its chunk.
  */
-void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max);
+void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max,
+			  uint64_t kernel_readahead);
 
 /* Reads of a file larger than max_file, through its reader.  0 or -errno. */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out);

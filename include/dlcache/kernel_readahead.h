@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 /* Default of kernel_readahead=, and its largest value. */
-#define DLC_DEFAULT_KERNEL_READAHEAD (4ULL << 20)
+#define DLC_DEFAULT_KERNEL_READAHEAD (1ULL << 20)
 #define DLC_MAX_KERNEL_READAHEAD (256ULL << 20)
 
 /*

@@ -957,7 +957,7 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    readahead_max=SIZE     most read ahead of a sequential reader of a\n"
 		"                           larger file, 0 for none (default: 64M)\n"
 		"    kernel_readahead=SIZE  the kernel's readahead window for the mount,\n"
-		"                           0 to leave it at 128K (default: 4M; root only)\n"
+		"                           0 to leave it at 128K (default: 1M; root only)\n"
 		"    memory_limit=SIZE      most memory for file bytes in flight, staged or\n"
 		"                           held, at least 16M (default: 1G)\n"
 		"    policy=NAME            importance, freeze, lru or none\n"

@@ -18,7 +18,8 @@
  *
  * Readahead.  A reader whose reads advance block after block (a read may
  * fall up to two blocks behind the furthest read, or skip one ahead:
- * DataLoader workers and the kernel's async reads reorder a little) gets a
+ * DataLoader workers and the kernel's async reads reorder a little; with the
+ * mount's kernel readahead raised, by up to two of its windows more) gets a
  * window, two blocks once it has advanced twice, doubling with every block
  * it advances, up to readahead_max.  Blocks in the window that the cache
  * does not hold are flown ahead on the readahead pool; their bytes stay in
@@ -76,6 +77,9 @@ struct dlc_blocks {
 	struct dlc_budget *budget;
 	uint64_t block_size;
 	uint32_t readahead_blocks;      /* the window's cap, in blocks */
+	uint32_t reorder;               /* blocks the kernel's requests may arrive out
+					 * of order by, beyond one (see note_read) */
+	unsigned held_blocks;           /* blocks a reader keeps in memory */
 	uint64_t ahead_limit;           /* readahead only while the budget's use is below */
 	struct dlc_pool *pool;          /* readahead fetches from the source */
 	struct dlc_pool *local;         /* readahead of cached blocks (read whole and
@@ -86,8 +90,10 @@ struct dlc_blocks {
 	struct block_flight *flights;   /* guarded by lock */
 };
 
-/* Blocks a reader keeps in memory (two: parallel readers of one file). */
-#define HELD_BLOCKS 2
+/* Blocks a reader keeps in memory: three (parallel readers of one file, and
+ * the kernel's async reads), and as many more as the kernel's requests may
+ * arrive out of order by, up to HELD_MAX (blocks->held_blocks). */
+#define HELD_MAX 16
 
 struct dlc_block_reader {
 	_Atomic unsigned refs;
@@ -98,8 +104,9 @@ struct dlc_block_reader {
 	pthread_mutex_t lock;
 	bool opened;                    /* lock: source.open called (on the first source read) */
 	void *handle;                   /* lock: what it gave */
-	struct dlc_blob *held[HELD_BLOCKS];     /* lock: blocks in memory, newest first */
-	uint32_t held_index[HELD_BLOCKS];
+	struct dlc_blob *held[HELD_MAX];        /* lock: blocks in memory, newest first;
+						 * the first blocks->held_blocks used */
+	uint32_t held_index[HELD_MAX];
 	int fd;                         /* lock: a checked cache file, or -1 */
 	uint32_t fd_index;
 	uint32_t next_index;            /* lock: one past the furthest block read */
@@ -135,7 +142,7 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 				     const struct dlc_snapshot *snapshot,
 				     struct dlc_cache *cache, struct dlc_stats *stats,
 				     struct dlc_budget *budget, uint64_t block_size,
-				     uint64_t readahead_max)
+				     uint64_t readahead_max, uint64_t kernel_readahead)
 {
 	struct dlc_blocks *blocks = calloc(1, sizeof(*blocks));
 
@@ -153,6 +160,16 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 	blocks->budget = budget;
 	blocks->block_size = block_size;
 	blocks->readahead_blocks = (uint32_t)(readahead_max / block_size);
+	/*
+	 * The kernel keeps up to two of its readahead windows in flight, in
+	 * requests the FUSE threads answer in any order: a request may come
+	 * that many blocks behind the furthest one, and its block must still be
+	 * in the reader's memory, or it is read again (from the source when the
+	 * cache did not keep it: epochs over shards twice the cache read 1.25x
+	 * their bytes from the source with a 4 MiB window and two held blocks).
+	 */
+	blocks->reorder = (uint32_t)((2 * kernel_readahead + block_size - 1) / block_size);
+	blocks->held_blocks = 3 + blocks->reorder < HELD_MAX ? 3 + blocks->reorder : HELD_MAX;
 	/*
 	 * Readahead takes buffers only while the budget's use is below half its
 	 * limit and below two windows: one reader gets its whole window, several
@@ -513,7 +530,7 @@ static void reader_put(struct dlc_block_reader *reader)
 {
 	if (atomic_fetch_sub(&reader->refs, 1) != 1)
 		return;
-	for (int i = 0; i < HELD_BLOCKS; i++)
+	for (int i = 0; i < HELD_MAX; i++)
 		dlc_blob_put(reader->held[i]);
 	if (reader->fd >= 0)
 		close(reader->fd);
@@ -685,7 +702,8 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 	bool sequential;
 
 	pthread_mutex_lock(&reader->lock);
-	sequential = (uint64_t)first + 2 >= reader->next_index && first <= reader->next_index + 1;
+	sequential = (uint64_t)first + 2 + blocks->reorder >= reader->next_index &&
+		     (uint64_t)first <= (uint64_t)reader->next_index + 1 + blocks->reorder;
 	if (!sequential) {
 		bool had_window = reader->window > 0;
 
@@ -729,6 +747,8 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 
 static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index);
 static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob);
+static struct dlc_blob *hold_locked(struct dlc_block_reader *reader, uint32_t index,
+				    struct dlc_blob *blob);
 
 /* Copies [off, off + len) of block index from the reader's memory, a landed
  * readahead, or its checked cache file; false when none has it. */
@@ -740,7 +760,7 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 	int fd;
 
 	pthread_mutex_lock(&reader->lock);
-	for (int i = 0; i < HELD_BLOCKS; i++) {
+	for (unsigned i = 0; i < blocks->held_blocks; i++) {
 		if (reader->held[i] && reader->held_index[i] == index) {
 			memcpy(dst, reader->held[i]->data + off, len);
 			served = true;
@@ -754,9 +774,14 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 		struct dlc_blob *blob = take_landed(reader, index);
 
 		if (blob) {
+			/* Held before the lock goes: a concurrent read of the same
+			 * block (the kernel's requests straddle blocks) finds it
+			 * here rather than a flight no longer listed, and would
+			 * read it from the source again. */
 			memcpy(dst, blob->data + off, len);
+			blob = hold_locked(reader, index, blob);
 			pthread_mutex_unlock(&reader->lock);
-			hold(reader, index, blob);
+			dlc_blob_put(blob);
 			return true;
 		}
 	}
@@ -797,21 +822,29 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 	return served;
 }
 
-/* Keeps blob (taken) as the reader's newest block in memory. */
-static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob)
+/* Keeps blob (taken) as the reader's newest block in memory; returns the
+ * oldest, which it no longer keeps, to put.  reader->lock held. */
+static struct dlc_blob *hold_locked(struct dlc_block_reader *reader, uint32_t index,
+				    struct dlc_blob *blob)
 {
-	struct dlc_blob *old;
+	struct dlc_blob *old = reader->held[reader->blocks->held_blocks - 1];
 
-	pthread_mutex_lock(&reader->lock);
-	old = reader->held[HELD_BLOCKS - 1];
-	for (int i = HELD_BLOCKS - 1; i > 0; i--) {
+	for (unsigned i = reader->blocks->held_blocks - 1; i > 0; i--) {
 		reader->held[i] = reader->held[i - 1];
 		reader->held_index[i] = reader->held_index[i - 1];
 	}
 	reader->held[0] = blob;
 	reader->held_index[0] = index;
+	return old;
+}
+
+/* hold_locked, taking the lock. */
+static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob)
+{
+	pthread_mutex_lock(&reader->lock);
+	blob = hold_locked(reader, index, blob);
 	pthread_mutex_unlock(&reader->lock);
-	dlc_blob_put(old);
+	dlc_blob_put(blob);
 }
 
 int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_reader **out)
@@ -959,14 +992,9 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
 
-		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
-			struct dlc_blob *blob = take_landed(reader, index);
-
-			if (!blob)
-				return false;
-			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
-			hold(reader, index, blob);
-		}
+		/* serve_local takes a landed readahead too. */
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n))
+			return false;
 		pos += n;
 	}
 	*count = (ssize_t)(end - off);

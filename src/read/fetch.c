@@ -992,7 +992,8 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 	fetch->staged_bytes = 0;
 }
 
-void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max)
+void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max,
+			  uint64_t kernel_readahead)
 {
 	struct dlc_block_source source = fetch->source->block;
 
@@ -1000,7 +1001,7 @@ void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t
 	pthread_mutex_lock(&fetch->lock);
 	if (!fetch->blocks)
 		fetch->blocks = dlc_blocks_create(&source, fetch->snapshot, fetch->cache, fetch->stats,
-						  fetch->budget, block_size, readahead_max);
+						  fetch->budget, block_size, readahead_max, kernel_readahead);
 	pthread_mutex_unlock(&fetch->lock);
 }
 
@@ -1008,7 +1009,7 @@ int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_bloc
 {
 	*out = NULL;
 	if (!fetch->blocks)
-		dlc_fetch_set_blocks(fetch, DLC_DEFAULT_BLOCK_SIZE, DLC_DEFAULT_READAHEAD_MAX);
+		dlc_fetch_set_blocks(fetch, DLC_DEFAULT_BLOCK_SIZE, DLC_DEFAULT_READAHEAD_MAX, 0);
 	if (!fetch->blocks)
 		return -ENOMEM;
 	return dlc_blocks_open(fetch->blocks, ino, out);

@@ -83,9 +83,9 @@ PY
 	expect_eq "remote errors" "$(stat_value remote_errors)" 0
 }
 
-# The kernel reads a large file ahead in requests of up to 1 MiB, several
-# at once, once the mount raised its readahead window (kernel_readahead,
-# 4 MiB by default, 128 KiB left alone); each reply is copied out of a
+# The kernel reads a large file ahead in requests of up to 1 MiB once the
+# mount raised its readahead window (kernel_readahead, 1 MiB by default,
+# 128 KiB left alone); each reply is copied out of a
 # buffer the daemon keeps for the next one.  A fresh 1 MiB buffer per
 # request costs 256 page faults (malloc maps it anew each time): a 12 MiB
 # pass, about 3100 faults in the daemon then, under 1000 now.
@@ -93,7 +93,7 @@ test_the_kernel_reads_large_files_in_large_requests_into_kept_buffers() {
 	start_daemon "$BLOCKS,cache_size=100M"
 	local bdi before after
 	bdi=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
-	expect_eq "the mount's kernel readahead (KiB)" "$(cat "$bdi")" 4096
+	expect_eq "the mount's kernel readahead (KiB)" "$(cat "$bdi")" 1024
 	cat "$MNT/shards/s0.tfrecord" >/dev/null
 	drop_caches
 	cmp "$MNT/shards/s0.tfrecord" "$SRC/shards/s0.tfrecord" || fail "first cached pass differs"
@@ -107,6 +107,23 @@ test_the_kernel_reads_large_files_in_large_requests_into_kept_buffers() {
 	start_daemon "$BLOCKS,cache_size=100M,kernel_readahead=0"
 	bdi=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
 	expect_eq "the kernel's own readahead (KiB)" "$(cat "$bdi")" 128
+}
+
+# A stream through a cache too small for it: every block is read from the
+# source once, although the kernel (its readahead raised to 4 MiB, four of
+# these blocks) has two windows of requests in flight, answered in any
+# order: a request behind the furthest one still finds its block in the
+# reader's memory.  With two blocks kept and the old reordering bounds,
+# 1.08-1.75x the file was read (four runs).
+test_a_stream_the_cache_cannot_keep_reads_each_block_from_the_source_once() {
+	start_daemon "$BLOCKS,cache_size=2M,kernel_readahead=4M"
+	cmp "$MNT/shards/s0.tfrecord" "$SRC/shards/s0.tfrecord" || fail "bytes differ"
+	local remote
+	remote=$(stat_value bytes_from_remote)
+	# At most one block more (seen once in five runs: a request later
+	# still than two windows); the old bounds read 1.08-1.75x.
+	[ "$remote" -le $((SHARD_BYTES + SHARD_BYTES / 10)) ] ||
+		fail "the source sent $remote bytes for a file of $SHARD_BYTES (at most 1.1x expected)"
 }
 
 test_random_4k_reads_in_a_cached_file_make_no_source_reads() {
@@ -236,7 +253,9 @@ PY
 	local peak
 	peak=$(stat_value memory.peak)
 	[ "$peak" -le $((25 << 20)) ] || fail "memory peak $peak with three slow readers (> 25M)"
-	[ "$(stat_value readaheads)" -ge 12 ] || fail "only $(stat_value readaheads) readaheads"
+	# Readahead ran (the kernel's own requests, 1 MiB each and several at
+	# once, take some blocks before it does: 11-15 of 36 seen).
+	[ "$(stat_value readaheads)" -ge 8 ] || fail "only $(stat_value readaheads) readaheads"
 }
 
 test_the_disk_stays_within_capacity_with_blocks() {

@@ -490,7 +490,7 @@ START_TEST(direct_reads_of_a_changed_source_file_give_eio)
 	char path[256];
 
 	open_all(DLC_POLICY_NONE, 1 << 20, 0);
-	dlc_fetch_set_blocks(fetch, 4096, 0);
+	dlc_fetch_set_blocks(fetch, 4096, 0, 0);
 	snprintf(path, sizeof(path), "%s/f05", src);
 	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, sizeof(buf), 0), FILE_SIZE);
@@ -724,7 +724,7 @@ static void open_blocks(enum dlc_policy_kind kind, uint64_t capacity, uint64_t d
 			uint64_t readahead)
 {
 	open_all(kind, capacity, delay_ns);
-	dlc_fetch_set_blocks(fetch, 4096, readahead);
+	dlc_fetch_set_blocks(fetch, 4096, readahead, 0);
 }
 
 /* Reads file i through a block reader in pieces of piece bytes at the

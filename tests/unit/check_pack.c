@@ -661,7 +661,7 @@ START_TEST(test_fetch_caches_a_large_member_by_blocks)
 	for (int pass = 0; pass < 2; pass++) {
 		fetch = dlc_fetch_create(f.backend, f.snap, cache, &f.stats, 16 * 1024);
 		ck_assert_ptr_nonnull(fetch);
-		dlc_fetch_set_blocks(fetch, block, 0);
+		dlc_fetch_set_blocks(fetch, block, 0, 0);
 		reads = atomic_load(&f.backend->calls[DLC_BACKEND_READ]);
 		ck_assert_int_eq(dlc_fetch_open_direct(fetch, (uint32_t)ino, &reader), 0);
 		ck_assert_ptr_nonnull(reader);

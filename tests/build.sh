@@ -76,7 +76,8 @@ pc_version() {
 # (fuse3.pc in prefix/lib/pkgconfig): >= 3.18 from the first of
 # $DLC_LIBFUSE_SUITES that carries one, else trixie's 3.17.  A complete
 # prefix is kept if it is >= 3.18 or was built after such a search
-# (prefix/.searched); a 3.17 prefix from before is replaced once.
+# (prefix/.searched, once every suite answered); a 3.17 prefix from
+# before is replaced once.
 private_libfuse() {
 	local d=$DLC_LIBFUSE_DIR apt=$DLC_LIBFUSE_DIR/apt
 	local pc=$d/prefix/lib/pkgconfig/fuse3.pc have
@@ -104,29 +105,33 @@ private_libfuse() {
 		-o "Dir::Etc::preferencesparts=$apt/etc/preferences.d"
 		-o "Dir::State=$apt/state" -o "Dir::State::status=$apt/state/status"
 		-o "Dir::Cache=$apt/cache" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root")
-	local dsc= chosen= chosen_version= searched=false
+	local dsc= chosen= chosen_version= answered=true v
 	echo "Looking for Debian's fuse3 source package in $DLC_LIBFUSE_SUITES, then trixie (private apt configuration in $apt)..."
-	if apt-get "${aptopts[@]}" -qq update 2>"$d/apt.log"; then
-		searched=true
-		local v
-		for suite in $DLC_LIBFUSE_SUITES trixie; do
-			# --print-uris names the .dsc (hence the version) without fetching.
-			v=$(apt-get "${aptopts[@]}" -qq source --print-uris "fuse3/$suite" 2>/dev/null |
-				grep -o "fuse3_[^ ']*\.dsc" | head -n 1 | sed 's/^fuse3_//; s/\.dsc$//') || v=
-			[ -n "$v" ] || continue
-			if [ "$suite" = trixie ] || version_at_least "${v%%-*}" "$LIBFUSE_URING"; then
-				chosen=$suite chosen_version=$v
-				break
-			fi
-		done
-	else
+	# A suite that does not answer (renamed, unreachable) fails the update
+	# but not the others' indexes: ask what there is, complain if nothing.
+	# Only a search every suite answered is final (prefix/.searched): after
+	# a partial one, the next run asks again.
+	apt-get "${aptopts[@]}" -qq update >"$d/apt.log" 2>&1 || answered=false
+	for suite in $DLC_LIBFUSE_SUITES trixie; do
+		# --print-uris names the .dsc (hence the version) without fetching.
+		v=$(apt-get "${aptopts[@]}" -qq source --print-uris "fuse3/$suite" 2>/dev/null |
+			grep -o "fuse3_[^ ']*\.dsc" | head -n 1 | sed 's/^fuse3_//; s/\.dsc$//') || v=
+		[ -n "$v" ] || continue
+		if [ "$suite" = trixie ] || version_at_least "${v%%-*}" "$LIBFUSE_URING"; then
+			chosen=$suite chosen_version=$v
+			break
+		fi
+	done
+	if [ -z "$chosen" ]; then
 		tail -n 5 "$d/apt.log" >&2
-		echo "tests/build.sh: apt-get update of the private deb-src list failed; using what $d already holds." >&2
+		echo "tests/build.sh: no suite answered for fuse3 (apt-get update above); using what $d already holds." >&2
+	else
+		echo "Debian $chosen has fuse3 $chosen_version."
 	fi
 	if [ -n "$chosen" ]; then
 		if [ -f "$pc" ] && [ -f "$d/prefix/.complete" ] && [ "$(pc_version "$pc")" = "${chosen_version%%-*}" ]; then
 			# The newest there is, already built.
-			touch "$d/prefix/.searched"
+			! $answered || touch "$d/prefix/.searched"
 			return 0
 		fi
 		dsc=$d/src/fuse3_$chosen_version.dsc
@@ -136,7 +141,6 @@ private_libfuse() {
 				{ echo "tests/build.sh: apt-get source fuse3/$chosen failed; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
 		fi
 	else
-		$searched && echo "tests/build.sh: no suite offers a fuse3 source package; using what $d already holds." >&2
 		# Offline: the prefix there, else the newest source package fetched before.
 		[ -f "$pc" ] && [ -f "$d/prefix/.complete" ] && return 0
 		dsc=$(find "$d/src" -maxdepth 1 -name 'fuse3_*.dsc' | sort -V | tail -n 1)
@@ -168,7 +172,7 @@ private_libfuse() {
 	ninja -C "$d/build" install >"$d/build.log" 2>&1 ||
 		{ tail -n 20 "$d/build.log" >&2; echo "tests/build.sh: building libfuse failed (log above, in $d/build.log)." >&2; return 1; }
 	[ -f "$pc" ] || { echo "tests/build.sh: the libfuse build installed no $pc; remove $d and run again." >&2; return 1; }
-	$searched && touch "$d/prefix/.searched"
+	if [ -n "$chosen" ] && $answered; then touch "$d/prefix/.searched"; fi
 	touch "$d/prefix/.complete"
 }
 

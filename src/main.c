@@ -208,13 +208,35 @@ load:
 	return 0;
 }
 
+/*
+ * The session's options: the kernel mount's, -d, and with io_uring=1
+ * libfuse's "io_uring" with a queue depth.  A queue (one per CPU) holds a
+ * request from its arrival to its reply, and a miss answers from the
+ * source pool: each queue is made deep enough for every open and read that
+ * may wait on the source at once (source_threads) plus the ones the FUSE
+ * threads answer (threads), so that io_uring never bounds misses below
+ * what /dev/fuse allows.  Its buffers (1 MiB each, libfuse's largest
+ * request) are touched only as far as replies fill them.
+ */
 static struct fuse_session *new_session(struct dlc_options *opts, struct dlc_fs_context *context)
 {
 	char program[] = "dlcache", dash_o[] = "-o", dash_d[] = "-d";
-	char *argv[] = { program, dash_o, opts->kernel_opts, dash_d, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(opts->debug ? 4 : 3, argv);
-	struct fuse_session *session = dlc_fs_session_new(&args, context);
+	char uring[64];
+	char *argv[7] = { program, dash_o, opts->kernel_opts };
+	int argc = 3;
+	struct fuse_args args;
+	struct fuse_session *session;
 
+	if (opts->io_uring) {
+		snprintf(uring, sizeof(uring), "io_uring,io_uring_q_depth=%u",
+			 opts->source_threads + opts->threads);
+		argv[argc++] = dash_o;
+		argv[argc++] = uring;
+	}
+	if (opts->debug)
+		argv[argc++] = dash_d;
+	args = (struct fuse_args) FUSE_ARGS_INIT(argc, argv);
+	session = dlc_fs_session_new(&args, context);
 	/* fuse_session_new leaves what it did not consume in a copy of argv. */
 	fuse_opt_free_args(&args);
 	return session;
@@ -407,6 +429,7 @@ static int cmd_mount(int argc, char **argv)
 		.source_threads = opts.source_threads,
 		.max_background = 64,
 		.passthrough = opts.passthrough,
+		.io_uring = opts.io_uring,
 		.mountpoint = opts.mountpoint,
 		.control_uid = opts.control_uid,
 		.control_gid = opts.control_gid,

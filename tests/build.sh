@@ -11,17 +11,21 @@
 # pkg_config_path option inside the package build.
 #
 # FUSE passthrough (cache hits read by the kernel from the cache file, the
-# daemon out of the READ path) needs libfuse >= 3.17; Debian 12 ships 3.14.
-# Where the system's libfuse is older, this script fetches Debian trixie's
-# fuse3 *source* package through a private apt configuration kept beside the
-# build (its own sources.list with one deb-src line, its own state and cache
-# directories: the system's apt sources are not touched; trixie's binary
-# packages would need a newer glibc), builds it with meson as a static
-# library (no utilities, examples or tests) into a private prefix, and
-# configures dlcache against that prefix.  The fetched source, the libfuse
-# build and the prefix are kept, so a rerun neither fetches nor rebuilds.
-# The binary then needs fuse3 (fusermount3, for non-root mounts) but not
-# libfuse3-3.
+# daemon out of the READ path) needs libfuse >= 3.17, FUSE over io_uring
+# (io_uring=1) libfuse >= 3.18; Debian 12 ships 3.14.  Where the system's
+# libfuse is older than 3.17, this script fetches a Debian fuse3 *source*
+# package through a private apt configuration kept beside the build (its
+# own sources.list with deb-src lines, its own state and cache directories:
+# the system's apt sources are not touched; newer suites' binary packages
+# would need a newer glibc), builds it with meson as a static library (no
+# utilities, examples or tests; io_uring support with liburing and libnuma)
+# into a private prefix, and configures dlcache against that prefix.  The
+# source comes from the most stable suite that carries fuse3 >= 3.18
+# (DLC_LIBFUSE_SUITES, in order), else from trixie (3.17: passthrough, no
+# io_uring).  The fetched source, the libfuse build and the prefix are kept,
+# so a rerun neither fetches nor rebuilds; a prefix older than 3.18 built
+# before the suites were searched is replaced once.  The binary then needs
+# fuse3 (fusermount3, for non-root mounts) but not libfuse3-3.
 #
 # Environment:
 #     BUILD            the build directory (default: build in the source tree)
@@ -32,6 +36,9 @@
 #                      configuration), src/ (the source package), build/,
 #                      prefix/ (default: build-libfuse in the source tree, a
 #                      sibling of build/ that survives its removal)
+#     DLC_LIBFUSE_SUITES  the Debian suites asked for fuse3 >= 3.18, most
+#                      stable first (default: trixie-backports forky sid);
+#                      trixie's 3.17 when none has it
 #     CI               set: warnings are errors (-Dwerror=true)
 #
 # The last line printed names the build directory and the libfuse it uses.
@@ -41,6 +48,8 @@ BUILD=${BUILD:-$top/build}
 DLC_LIBFUSE=${DLC_LIBFUSE:-auto}
 DLC_LIBFUSE_DIR=${DLC_LIBFUSE_DIR:-$top/build-libfuse}
 LIBFUSE_WANTED=3.17
+LIBFUSE_URING=3.18
+DLC_LIBFUSE_SUITES=${DLC_LIBFUSE_SUITES:-trixie-backports forky sid}
 . "$top/tests/deps.sh"
 
 case $DLC_LIBFUSE in
@@ -58,42 +67,91 @@ version_at_least() {
 	[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 }
 
+# pc_version FILE: the Version of a pkg-config file, or nothing.
+pc_version() {
+	sed -n 's/^Version: *//p' "$1" 2>/dev/null | head -n 1
+}
+
 # private_libfuse: makes $DLC_LIBFUSE_DIR/prefix hold a static libfuse
-# 3.17 (fuse3.pc in prefix/lib/pkgconfig) unless it already does.
+# (fuse3.pc in prefix/lib/pkgconfig): >= 3.18 from the first of
+# $DLC_LIBFUSE_SUITES that carries one, else trixie's 3.17.  A complete
+# prefix is kept if it is >= 3.18 or was built after such a search
+# (prefix/.searched, once every suite answered); a 3.17 prefix from
+# before is replaced once.
 private_libfuse() {
 	local d=$DLC_LIBFUSE_DIR apt=$DLC_LIBFUSE_DIR/apt
-	local pc=$d/prefix/lib/pkgconfig/fuse3.pc
+	local pc=$d/prefix/lib/pkgconfig/fuse3.pc have
 	if [ -f "$d/prefix/.complete" ] && [ -f "$pc" ]; then
-		return 0
+		have=$(pc_version "$pc")
+		if version_at_least "${have:-0}" "$LIBFUSE_URING" || [ -f "$d/prefix/.searched" ]; then
+			return 0
+		fi
+		echo "The private libfuse in $d/prefix is ${have:-of unknown version}; looking for a Debian fuse3 >= $LIBFUSE_URING (FUSE over io_uring)..."
 	fi
 	# dpkg-source unpacks the source package and applies Debian's patches.
 	dlc_install_packages dpkg-dev
 	mkdir -p "$apt/etc/sources.list.d" "$apt/etc/preferences.d" "$apt/etc/apt.conf.d" \
 		"$apt/state/lists/partial" "$apt/cache/archives/partial" "$d/src"
-	cat >"$apt/etc/sources.list" <<-EOF
-		# Private to dlcache's build (tests/build.sh): trixie's sources only.
-		deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-	EOF
+	{
+		echo "# Private to dlcache's build (tests/build.sh): fuse3's sources only."
+		local suite
+		for suite in $DLC_LIBFUSE_SUITES trixie; do
+			echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main"
+		done
+	} >"$apt/etc/sources.list"
 	: >"$apt/state/status"
 	local aptopts=(-o "Dir::Etc=$apt/etc" -o "Dir::Etc::sourcelist=$apt/etc/sources.list"
 		-o "Dir::Etc::sourceparts=$apt/etc/sources.list.d" -o "Dir::Etc::parts=$apt/etc/apt.conf.d"
 		-o "Dir::Etc::preferencesparts=$apt/etc/preferences.d"
 		-o "Dir::State=$apt/state" -o "Dir::State::status=$apt/state/status"
 		-o "Dir::Cache=$apt/cache" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root")
-	local dsc
-	dsc=$(find "$d/src" -maxdepth 1 -name 'fuse3_*.dsc' | sort -V | tail -n 1)
-	if [ -z "$dsc" ]; then
-		echo "Fetching Debian trixie's fuse3 source package (private apt configuration in $apt)..."
-		apt-get "${aptopts[@]}" -qq update ||
-			{ echo "tests/build.sh: apt-get update of the private trixie deb-src list failed; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
-		(cd "$d/src" && apt-get "${aptopts[@]}" -qq source --download-only fuse3) ||
-			{ echo "tests/build.sh: apt-get source fuse3 (trixie) failed; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
+	local dsc= chosen= chosen_version= answered=true v
+	echo "Looking for Debian's fuse3 source package in $DLC_LIBFUSE_SUITES, then trixie (private apt configuration in $apt)..."
+	# A suite that does not answer (renamed, unreachable) fails the update
+	# but not the others' indexes: ask what there is, complain if nothing.
+	# Only a search every suite answered is final (prefix/.searched): after
+	# a partial one, the next run asks again.
+	apt-get "${aptopts[@]}" -qq update >"$d/apt.log" 2>&1 || answered=false
+	for suite in $DLC_LIBFUSE_SUITES trixie; do
+		# --print-uris names the .dsc (hence the version) without fetching.
+		v=$(apt-get "${aptopts[@]}" -qq source --print-uris "fuse3/$suite" 2>/dev/null |
+			grep -o "fuse3_[^ ']*\.dsc" | head -n 1 | sed 's/^fuse3_//; s/\.dsc$//') || v=
+		[ -n "$v" ] || continue
+		if [ "$suite" = trixie ] || version_at_least "${v%%-*}" "$LIBFUSE_URING"; then
+			chosen=$suite chosen_version=$v
+			break
+		fi
+	done
+	if [ -z "$chosen" ]; then
+		tail -n 5 "$d/apt.log" >&2
+		echo "tests/build.sh: no suite answered for fuse3 (apt-get update above); using what $d already holds." >&2
+	else
+		echo "Debian $chosen has fuse3 $chosen_version."
+	fi
+	if [ -n "$chosen" ]; then
+		if [ -f "$pc" ] && [ -f "$d/prefix/.complete" ] && [ "$(pc_version "$pc")" = "${chosen_version%%-*}" ]; then
+			# The newest there is, already built.
+			! $answered || touch "$d/prefix/.searched"
+			return 0
+		fi
+		dsc=$d/src/fuse3_$chosen_version.dsc
+		if [ ! -f "$dsc" ]; then
+			echo "Fetching fuse3 $chosen_version from Debian $chosen..."
+			(cd "$d/src" && apt-get "${aptopts[@]}" -qq source --download-only "fuse3/$chosen") ||
+				{ echo "tests/build.sh: apt-get source fuse3/$chosen failed; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
+		fi
+	else
+		# Offline: the prefix there, else the newest source package fetched before.
+		[ -f "$pc" ] && [ -f "$d/prefix/.complete" ] && return 0
 		dsc=$(find "$d/src" -maxdepth 1 -name 'fuse3_*.dsc' | sort -V | tail -n 1)
+		[ -n "$dsc" ] ||
+			{ echo "tests/build.sh: no fuse3 source package could be fetched; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
 	fi
 	local srcdir=$d/src/unpacked
 	rm -rf "$srcdir"
-	# apt checked the files against trixie's signed Sources index; dpkg-source
-	# cannot check the uploader's own signature (no Debian developer keyring).
+	# apt checked the files against the suite's signed Sources index;
+	# dpkg-source cannot check the uploader's own signature (no Debian
+	# developer keyring).
 	dpkg-source -x "$dsc" "$srcdir" >"$d/unpack.log" 2>&1 ||
 		{ tail -n 20 "$d/unpack.log" >&2; echo "tests/build.sh: unpacking $dsc failed (log above); remove $d/src and run again." >&2; return 1; }
 	local version
@@ -104,14 +162,23 @@ private_libfuse() {
 	rm -rf "$d/build" "$d/prefix"
 	# libdir=lib: one pkg-config path whatever the multiarch triplet; utils
 	# off: fusermount3 and mount.fuse3 come from the system's fuse3 package.
+	# io_uring (3.18): built when liburing and libnuma are there (deps.sh).
+	local uring_opt=()
+	grep -q "enable-io-uring" "$srcdir/meson_options.txt" 2>/dev/null && uring_opt=(-Denable-io-uring=true)
 	meson setup "$d/build" "$srcdir" --prefix="$d/prefix" --libdir=lib \
 		--buildtype=release -Ddefault_library=static -Db_staticpic=true \
-		-Dutils=false -Dexamples=false -Dtests=false -Dinitscriptdir= \
+		-Dutils=false -Dexamples=false -Dtests=false -Dinitscriptdir= "${uring_opt[@]}" \
 		>"$d/setup.log" 2>&1 || { tail -n 20 "$d/setup.log" >&2; echo "tests/build.sh: configuring libfuse failed (log above, in $d/setup.log)." >&2; return 1; }
 	ninja -C "$d/build" install >"$d/build.log" 2>&1 ||
 		{ tail -n 20 "$d/build.log" >&2; echo "tests/build.sh: building libfuse failed (log above, in $d/build.log)." >&2; return 1; }
 	[ -f "$pc" ] || { echo "tests/build.sh: the libfuse build installed no $pc; remove $d and run again." >&2; return 1; }
+	if [ -n "$chosen" ] && $answered; then touch "$d/prefix/.searched"; fi
 	touch "$d/prefix/.complete"
+}
+
+# libfuse_uring BUILD_DIR: yes when the private libfuse was built with io_uring.
+libfuse_uring() {
+	if grep -q "^#define HAVE_URING" "$1/fuse_config.h" 2>/dev/null; then echo yes; else echo no; fi
 }
 
 system_version=$(pkg-config --modversion fuse3 2>/dev/null || echo 0)
@@ -148,7 +215,7 @@ ninja -C "$BUILD" >/dev/null
 fuse_version=$(meson introspect --dependencies "$BUILD" 2>/dev/null |
 	python3 -c 'import json,sys; print(([d["version"] for d in json.load(sys.stdin) if d["name"] == "fuse3"] or ["?"])[-1])' 2>/dev/null || echo '?')
 if $use_private; then
-	echo "built $BUILD against the private static libfuse $fuse_version ($DLC_LIBFUSE_DIR/prefix)"
+	echo "built $BUILD against the private static libfuse $fuse_version ($DLC_LIBFUSE_DIR/prefix; io_uring: $(libfuse_uring "$DLC_LIBFUSE_DIR/build"))"
 else
 	echo "built $BUILD against the system's libfuse $fuse_version"
 fi

@@ -16,10 +16,12 @@ dlc_install_packages() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# dpkg-dev: dpkg-source unpacks the private libfuse's source package (tests/build.sh).
+# dpkg-dev: dpkg-source unpacks the private libfuse's source package (tests/build.sh);
+# liburing-dev, libnuma-dev: that libfuse's FUSE over io_uring (3.18, io_uring=1),
+# linked statically into dlcache.
 DLC_BUILD_PACKAGES=(build-essential meson ninja-build pkg-config libfuse3-dev fuse3
 	libsqlite3-dev libxxhash-dev libnfs-dev libarchive-dev libmemcached-dev check dpkg-dev
-	libssl-dev libcurl4-openssl-dev libexpat1-dev)
+	libssl-dev libcurl4-openssl-dev libexpat1-dev liburing-dev libnuma-dev)
 DLC_RUN_PACKAGES=(fuse3 python3 sqlite3 util-linux procps)
 # The fuzz suite (tests/fuzz/run.sh): clang 14 and its libFuzzer, ASan and
 # UBSan runtimes (libclang-rt-14-dev holds libclang_rt.fuzzer-x86_64.a).

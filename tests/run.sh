@@ -11,7 +11,7 @@ dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" "${DLC_RUN_PACKAGES[@]}" \
 
 # The fuzz suite's compiler (tests/fuzz/run.sh skips without it).
 dlc_install_packages "${DLC_FUZZ_PACKAGES[@]}"
-# The main build (build/): the private static libfuse 3.17, so the mount
+# The main build (build/): the private static libfuse 3.18, so the mount
 # suites run with passthrough; the sanitize suite builds build-asan/ against
 # the system's libfuse 3.14 (tests/sanitize.sh), so the same suites also
 # pass on the fallback.  CI set: warnings are errors.

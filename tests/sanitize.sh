@@ -29,7 +29,7 @@ suites=("$@")
 
 # Built by tests/build.sh against the system's libfuse (3.14 on Debian 12,
 # no passthrough) unless SANITIZE_LIBFUSE says otherwise: the main build
-# (build/) runs the suites with passthrough on the private libfuse 3.17,
+# (build/) runs the suites with passthrough on the private libfuse 3.18,
 # this one runs them on the fallback, so CI tests both without a third pass.
 BUILD=$ASAN_BUILD DLC_LIBFUSE=${SANITIZE_LIBFUSE:-system} "$SRCDIR/tests/build.sh" \
 	-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all

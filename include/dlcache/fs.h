@@ -37,11 +37,19 @@ struct dlc_fs_context {
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
 	bool passthrough;            /* hits may pass through to the cache file (passthrough=) */
 	uint64_t kernel_readahead;   /* the kernel's readahead window to set; 0: leave it */
+	bool io_uring;               /* the session was asked for FUSE over io_uring (io_uring=) */
 	const char *mountpoint;      /* absolute; .control accepts it as a path prefix */
 	int64_t control_uid;         /* owner of .control; -1: the user who mounted */
 	int64_t control_gid;         /* group that may write .control too; -1: none */
 	void *fs;                    /* the session's own state; set by dlc_fs_session_new */
 };
+
+/* libfuse 3.18 carries FUSE over io_uring (the session option "io_uring"). */
+#if FUSE_MAJOR_VERSION > 3 || (FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION >= 18)
+#define DLC_HAVE_IO_URING 1
+#else
+#define DLC_HAVE_IO_URING 0
+#endif
 
 /* The virtual files at the mount root (hidden from listings). */
 #define DLC_FS_STATS_NAME ".stats"

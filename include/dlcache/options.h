@@ -50,6 +50,7 @@ struct dlc_options {
 	bool refresh;               /* rebuild the snapshot even if it exists */
 	bool chunk_fetch;           /* packed sources: a miss reads its whole chunk */
 	bool passthrough;           /* hits may be FUSE passthrough opens (default on) */
+	bool io_uring;              /* FUSE over io_uring (libfuse >= 3.18; default off) */
 	enum dlc_policy_kind policy;
 	unsigned crawl_threads;
 	unsigned threads;           /* most FUSE worker threads */
@@ -92,13 +93,31 @@ int dlc_options_parse(int argc, char **argv, struct dlc_options *opts, char **ca
  * from the source) and snapshot.  0, or -errno with *cause.
  * Also refused: a mountpoint that is the source or holds it, a cache_dir
  * inside the source, a snapshot= that does not exist without refresh, and
- * refresh of a packed source.  Without snapshot=, a source holding
+ * refresh of a packed source, and io_uring=1 while the kernel's FUSE over
+ * io_uring is off (dlc_options_check_io_uring).  Without snapshot=, a source holding
  * dlcache.snapshot (a packed source) is mounted with that snapshot.
  * source, mountpoint, cache_dir and snapshot come out canonical (realpath;
  * a cache_dir or snapshot that does not exist yet through its deepest
  * existing ancestor); a source not starting with '/' is left as written.
  */
 int dlc_options_validate(struct dlc_options *opts, char **cause);
+
+/* Where the kernel says whether FUSE over io_uring is on, and whether
+ * io_uring itself is. */
+#define DLC_FUSE_URING_PARAMETER "/sys/module/fuse/parameters/enable_uring"
+#define DLC_IO_URING_DISABLED_SYSCTL "/proc/sys/kernel/io_uring_disabled"
+
+/*
+ * io_uring=1 against the kernel: parameter (DLC_FUSE_URING_PARAMETER) must
+ * read Y (or 1), and sysctl (DLC_IO_URING_DISABLED_SYSCTL), when it
+ * exists, must not be 2 (io_uring off for everyone) nor, for a caller
+ * other than root, 1.  A missing parameter means a kernel without FUSE over
+ * io_uring (Linux < 6.14, or CONFIG_FUSE_IO_URING off).  Reads only: the
+ * system-wide switch is the administrator's.  0, or -EOPNOTSUPP / -errno
+ * with *cause naming the fix.  dlc_options_validate calls it with the real
+ * paths when opts->io_uring is set.
+ */
+int dlc_options_check_io_uring(const char *parameter, const char *sysctl, char **cause);
 
 void dlc_options_free(struct dlc_options *opts);
 

@@ -98,6 +98,9 @@ struct dlc_stats_gauges {
 	uint64_t cache_announced;      /* announced lines the planner holds, not yet read */
 	bool passthrough;              /* hits may be passthrough opens (libfuse >= 3.17, granted) */
 	uint64_t passthrough_backing;  /* backing ids registered with the kernel now */
+	bool io_uring;                 /* requests arrive through FUSE over io_uring (io_uring=1) */
+	uint64_t opens_io_uring;       /* OPENs that came through io_uring, */
+	uint64_t opens_dev_fuse;       /* and those read from /dev/fuse */
 	uint64_t snapshot_entries;
 	uint64_t snapshot_bytes;       /* sum of file sizes in the dataset */
 	uint64_t index_memory;         /* bytes of the in-memory snapshot index */

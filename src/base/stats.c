@@ -295,6 +295,12 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "announced", gauges->cache_announced);
 	json_close(&w);
 
+	json_open(&w, "fuse");
+	json_bool(&w, "io_uring", gauges->io_uring);
+	json_uint(&w, "opens_io_uring", gauges->opens_io_uring);
+	json_uint(&w, "opens_dev_fuse", gauges->opens_dev_fuse);
+	json_close(&w);
+
 	json_open(&w, "source_reads");
 	json_uint(&w, "threads", gauges->source_threads);
 	json_uint(&w, "running", gauges->source_running);

@@ -4,11 +4,13 @@
  * cache directory and the snapshot live outside the mount and outside the
  * dataset (and the cache directory is the mounting user's alone), a packed
  * source's own snapshot is found, control_uid= and control_gid= name a real
- * user and group; the defaults that depend on these are filled in and the
- * paths made canonical.  Every failure is one sentence in *cause naming the
+ * user and group; io_uring=1 finds FUSE over io_uring switched on in the
+ * kernel; the defaults that depend on these are filled in and the paths
+ * made canonical.  Every failure is one sentence in *cause naming the
  * problem and its fix.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <limits.h>
@@ -366,6 +368,64 @@ static int resolve_id(const char *option, const char *text, bool group, int64_t 
 	return -EINVAL;
 }
 
+/*
+ * The first line of a small kernel file (a module parameter, a sysctl),
+ * without its newline; 0 or -errno.
+ */
+static int read_kernel_value(const char *path, char *value, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	if (!fgets(value, (int)size, f))
+		rc = ferror(f) ? -EIO : -ENODATA;
+	fclose(f);
+	if (rc == 0)
+		value[strcspn(value, "\n")] = '\0';
+	return rc;
+}
+
+int dlc_options_check_io_uring(const char *parameter, const char *sysctl, char **cause)
+{
+	char value[32];
+	int rc = read_kernel_value(parameter, value, sizeof(value));
+
+	if (rc == -ENOENT && strcmp(parameter, DLC_FUSE_URING_PARAMETER) == 0) {
+		/* fuse may be a module not loaded yet: opening /dev/fuse loads it. */
+		int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+		if (fd >= 0)
+			close(fd);
+		rc = read_kernel_value(parameter, value, sizeof(value));
+	}
+	if (rc == -ENOENT) {
+		dlc_cause_set(cause, "io_uring=1 needs a kernel with FUSE over io_uring (Linux 6.14 or later built with CONFIG_FUSE_IO_URING), and this one has no %s; mount without io_uring=1.",
+			      parameter);
+		return -EOPNOTSUPP;
+	}
+	if (rc < 0) {
+		dlc_cause_set(cause, "io_uring=1: cannot read %s (%s); check that sysfs is mounted, or mount without io_uring=1.",
+			      parameter, strerror(-rc));
+		return rc;
+	}
+	if (strcmp(value, "Y") != 0 && strcmp(value, "1") != 0) {
+		dlc_cause_set(cause, "io_uring=1 needs FUSE over io_uring, which the kernel has switched off (%s is %s); as root, echo Y > %s, or mount without io_uring=1.",
+			      parameter, value, parameter);
+		return -EOPNOTSUPP;
+	}
+	/* kernel.io_uring_disabled: 0 all may, 1 root and io_uring_group, 2 none. */
+	if (read_kernel_value(sysctl, value, sizeof(value)) == 0 &&
+	    (strcmp(value, "2") == 0 || (strcmp(value, "1") == 0 && geteuid() != 0))) {
+		dlc_cause_set(cause, "io_uring=1 needs io_uring, which the kernel refuses to %s (%s is %s); as root, echo 0 > %s, or mount without io_uring=1.",
+			      strcmp(value, "2") == 0 ? "every process" : "users other than root and kernel.io_uring_group",
+			      sysctl, value, sysctl);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 int dlc_options_validate(struct dlc_options *opts, char **cause)
 {
 	int rc;
@@ -393,6 +453,9 @@ int dlc_options_validate(struct dlc_options *opts, char **cause)
 		rc = resolve_id("control_gid", opts->control_group, true, &opts->control_gid, cause);
 	if (rc == 0 && opts->tier_servers && !opts->tier_list)
 		rc = dlc_tier_read_file(opts->tier_servers, &opts->tier_list, cause);
+	if (rc == 0 && opts->io_uring)
+		rc = dlc_options_check_io_uring(DLC_FUSE_URING_PARAMETER, DLC_IO_URING_DISABLED_SYSCTL,
+						cause);
 	return rc;
 }
 

@@ -18,7 +18,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -94,6 +96,9 @@ struct fs {
 	struct dlc_passthrough *passthrough;   /* the mode of each dataset open */
 	struct dlc_blob_spares *replies;       /* read replies' buffers, reused */
 	atomic_bool readahead_set;             /* set_kernel_readahead has run */
+	/* How OPENs arrive (.stats fuse.*): through io_uring, or read from /dev/fuse. */
+	_Atomic uint64_t opens_io_uring;
+	_Atomic uint64_t opens_dev_fuse;
 };
 
 /*
@@ -121,6 +126,13 @@ static struct dlc_blob *reply_buffer(struct fs *fs, size_t size)
 	}
 	return blob;
 }
+
+/*
+ * libfuse starts its io_uring queues after init() and, when that fails,
+ * says so through its log and goes on with /dev/fuse: set by the log hook
+ * (libfuse_log), which turns the message into a warning of ours.
+ */
+static _Atomic bool io_uring_start_failed;
 
 /* How long unmount waits for source reads before it says what it waits for. */
 #define SOURCE_POOL_GRACE_MS 2000
@@ -201,6 +213,37 @@ static void fill_entry(struct fs *fs, fuse_ino_t ino, struct fuse_entry_param *e
 	fill_attr(fs, ino, &e->attr);
 }
 
+/*
+ * FUSE over io_uring (io_uring=1, libfuse >= 3.18).  main.c asked for it
+ * with the session option "io_uring" (and its queue depth); libfuse starts
+ * one queue per CPU, each with its own thread, right after this init when
+ * the kernel offers FUSE_CAP_OVER_IO_URING (fuse.enable_uring=Y, checked
+ * before the mount by dlc_options_validate), and falls back to /dev/fuse
+ * when it cannot (libfuse_log warns).  Requests through io_uring carry no
+ * INTERRUPT in libfuse 3.18 (they are not on the list INTERRUPT searches):
+ * no_interrupt makes the kernel stop sending them, rather than libfuse
+ * keeping each one forever; a signalled reader waiting for a miss then
+ * waits for the miss (at most source_timeout).
+ */
+static void init_io_uring(struct fs *fs, struct fuse_conn_info *conn)
+{
+#if DLC_HAVE_IO_URING
+	if (!fs->context->io_uring) {
+		conn->want &= ~(unsigned)FUSE_CAP_OVER_IO_URING;
+		return;
+	}
+	if (!(conn->capable & FUSE_CAP_OVER_IO_URING)) {
+		dlc_log(DLC_LOG_WARNING, "io_uring=1, but the kernel did not offer FUSE over io_uring when the mount began (is /sys/module/fuse/parameters/enable_uring N?); requests come through /dev/fuse");
+		return;
+	}
+	conn->want |= FUSE_CAP_OVER_IO_URING;
+	conn->no_interrupt = 1;
+#else
+	(void)fs;
+	(void)conn;
+#endif
+}
+
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fs *fs = userdata;
@@ -222,6 +265,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->max_background = fs->context->max_background;
 	/* Hits on checked cache files: READs served by the kernel. */
 	dlc_passthrough_init(fs->passthrough, conn, fs->context->passthrough);
+	init_io_uring(fs, conn);
 }
 
 /* Whether name is one of the virtual files of the mount root. */
@@ -424,6 +468,10 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	g->cache_announced = cache.announced;
 	g->passthrough = dlc_passthrough_on(fs->passthrough);
 	g->passthrough_backing = dlc_passthrough_backing(fs->passthrough);
+	g->opens_io_uring = atomic_load_explicit(&fs->opens_io_uring, memory_order_relaxed);
+	g->opens_dev_fuse = atomic_load_explicit(&fs->opens_dev_fuse, memory_order_relaxed);
+	/* The .stats open itself was counted: true while io_uring serves. */
+	g->io_uring = g->opens_io_uring > 0;
 	g->snapshot_entries = dlc_snapshot_count(c->snapshot);
 	g->snapshot_bytes = dlc_snapshot_total_bytes(c->snapshot);
 	g->index_memory = dlc_snapshot_memory(c->snapshot);
@@ -711,6 +759,20 @@ static void wait_for_source(fuse_req_t req, struct source_wait *w)
 	}
 }
 
+/* Counts an OPEN by the way it came: through io_uring or /dev/fuse. */
+static void count_transport(struct fs *fs, fuse_req_t req)
+{
+#if DLC_HAVE_IO_URING
+	if (fuse_req_is_uring(req)) {
+		atomic_fetch_add_explicit(&fs->opens_io_uring, 1, memory_order_relaxed);
+		return;
+	}
+#else
+	(void)req;
+#endif
+	atomic_fetch_add_explicit(&fs->opens_dev_fuse, 1, memory_order_relaxed);
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
@@ -720,6 +782,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct handle *h;
 	uint32_t seq;
 	int rc;
+
+	count_transport(fs, req);
 
 	if (which != VIRTUAL_CONTROL && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
 		fuse_reply_err(req, EROFS);
@@ -1072,6 +1136,28 @@ static void warn_hidden_names(const struct dlc_snapshot *snapshot)
 				virtual_names[v], virtual_names[v]);
 }
 
+/*
+ * libfuse's log, while io_uring=1: every message goes to stderr as
+ * libfuse's own default does, and the one that says the io_uring queues
+ * could not start also becomes a warning in dlcache's log (syslog once
+ * the mount is in the background), naming what it means.
+ */
+static void libfuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char line[256];
+	va_list copy;
+
+	(void)level;
+	va_copy(copy, ap);
+	vsnprintf(line, sizeof(line), fmt, copy);
+	va_end(copy);
+	if (strstr(line, "failed to start io-uring") &&
+	    !atomic_exchange(&io_uring_start_failed, true))
+		dlc_log(DLC_LOG_WARNING, "io_uring=1, but libfuse could not start its io_uring queues (%.*s); requests come through /dev/fuse",
+			(int)strcspn(line, "\n"), line);
+	vfprintf(stderr, fmt, ap);
+}
+
 void dlc_fs_stop_source_reads(struct dlc_fs_context *context)
 {
 	struct fs *fs = context->fs;
@@ -1102,6 +1188,8 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	if (!fs->source_pool || !fs->passthrough || !fs->replies)
 		goto err;
 	warn_hidden_names(context->snapshot);
+	if (context->io_uring)
+		fuse_set_log_func(libfuse_log);
 	session = fuse_session_new(args, &ops, sizeof(ops), fs);
 	if (!session)
 		goto err;

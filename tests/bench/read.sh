@@ -8,16 +8,23 @@
 #           the best of ROUNDS rounds (default 3) of each; plus the cost of
 #           one warm open+close (the OPEN round trip), and the first pass
 #           after mount, whose hits are read whole and checked (xxh3);
-#   misses: 8 readers over an emulated slow source (source_delay, source_bw)
-#           vs the throughput that source allows, both builds.
+#   misses: MISS_READERS readers (default 8) over an emulated slow source
+#           (source_delay, source_bw) vs the throughput that source allows,
+#           both builds.
 # FILES (default 20000) files of ~110 KB in 100 classes, built once in
 # $BENCH_DIR.  Needs root and /dev/fuse.  Prints ratios.
 #
-# Environment: ROUNDS; BASELINE (a dlcache binary, default this one) and
-# BASELINE_OPTS (its mount options, default passthrough=0; set it empty for
-# a binary without that option), e.g. a build against the system's libfuse:
+# Environment: ROUNDS; THIS_OPTS (this build's mount options, default none);
+# BASELINE (a dlcache binary, default this one) and BASELINE_OPTS (its mount
+# options, default passthrough=0; set it empty for a binary without that
+# option), e.g. a build against the system's libfuse:
 #     DLC_LIBFUSE=system BUILD=build-sys tests/build.sh
 #     BASELINE=build-sys/dlcache BASELINE_OPTS= tests/bench/read.sh 4000
+# or FUSE over io_uring against /dev/fuse, both with passthrough:
+#     THIS_OPTS=io_uring=1 BASELINE_OPTS= tests/bench/read.sh 4000
+# With io_uring=1 in either, the kernel's switch
+# (/sys/module/fuse/parameters/enable_uring) is set to Y for the run and
+# its previous value written back on exit.
 . "$(dirname "$0")/lib.sh"
 FILES=${1:-20000}
 DELAY=${DELAY:-2ms}
@@ -25,6 +32,19 @@ BW=${BW:-1G}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/dlcache-bench-read-$FILES}
 SRC=$BENCH_DIR/src
 data_tree "$BENCH_DIR" "$FILES"
+THIS_OPTS=${THIS_OPTS:-}
+BASELINE_OPTS=${BASELINE_OPTS-passthrough=0}
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+if [[ ",$THIS_OPTS,$BASELINE_OPTS," == *,io_uring=1,* ]]; then
+	[ -w "$URING_PARAM" ] || { echo "read.sh: io_uring=1 needs $URING_PARAM (Linux 6.14 or later, as root)." >&2; exit 1; }
+	uring_before=$(cat "$URING_PARAM")
+	cleanup_uring() {
+		echo "$uring_before" >"$URING_PARAM"
+		cleanup
+	}
+	trap cleanup_uring EXIT
+	echo Y >"$URING_PARAM"
+fi
 
 run() { python3 tests/bench/reader.py "$1" "$2"; }   # -> "seconds files bytes"
 mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
@@ -45,7 +65,6 @@ for p in open(order).read().split():
     print("%s/data/%s/%s" % (cache, n[:2], n))' "$WORK/cache" "$WORK/order" >"$WORK/native"
 ROUNDS=${ROUNDS:-3}
 BASELINE=${BASELINE:-$DLCACHE}
-BASELINE_OPTS=${BASELINE_OPTS-passthrough=0}
 THIS=$DLCACHE
 
 # opens LIST: microseconds per open+close of every file in LIST (no read).
@@ -66,12 +85,12 @@ keep_min() {
 }
 # with BUILD: mounts the cache with this build ("this") or the baseline.
 with() {
-	if [ "$1" = this ]; then DLCACHE=$THIS mount_dlcache "$SRC" cache_size=100G
+	if [ "$1" = this ]; then DLCACHE=$THIS mount_dlcache "$SRC" "cache_size=100G${THIS_OPTS:+,$THIS_OPTS}"
 	else DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G${BASELINE_OPTS:+,$BASELINE_OPTS}"; fi
 }
 
 echo "hits: $FILES files, $(du -sh "$WORK/cache/data" | cut -f1) cached, best of $ROUNDS rounds"
-echo "  this: $("$THIS" --version); baseline: $("$BASELINE" --version) ${BASELINE_OPTS:+-o $BASELINE_OPTS}"
+echo "  this: $("$THIS" --version) ${THIS_OPTS:+-o $THIS_OPTS}; baseline: $("$BASELINE" --version) ${BASELINE_OPTS:+-o $BASELINE_OPTS}"
 for round in $(seq 1 "$ROUNDS"); do
 	for build in this baseline; do
 		with $build
@@ -87,12 +106,17 @@ for round in $(seq 1 "$ROUNDS"); do
 		done
 		keep_min "native open" "$(opens "$WORK/native")"
 		keep_min "$build open" "$(opens "$WORK/mounted")"
-		[ "$build" = this ] && pt_hits=$(stat_of hits_passthrough) && pt_on=$(stat_of cache.passthrough)
+		if [ "$build" = this ]; then
+			pt_hits=$(stat_of hits_passthrough) pt_on=$(stat_of cache.passthrough)
+			uring_on=$(stat_of fuse.io_uring 2>/dev/null || echo "(no fuse.io_uring)")
+		else
+			base_uring=$(stat_of fuse.io_uring 2>/dev/null || echo "(no fuse.io_uring)")
+		fi
 		unmount_dlcache
 	done
 done
 bytes=$nb
-echo "  this build: cache.passthrough $pt_on, $pt_hits hits passed through in its last round"
+echo "  this build: cache.passthrough $pt_on, $pt_hits hits passed through in its last round, fuse.io_uring $uring_on; baseline: fuse.io_uring $base_uring"
 printf '%-34s %10s %17s %17s\n' "" "native" "this build" "baseline"
 row() {   # row LABEL KEY
 	local n=${best[native $2]} t=${best[this $2]} b=${best[baseline $2]}
@@ -110,20 +134,21 @@ printf '%-34s %7s us %14s us %14s us\n' "warm open+close, 1 reader" "${best[nati
 
 # Misses: nothing cached, the source slowed down; the bound is what 8
 # concurrent streams of open + one read + close get from it.
+MISS_READERS=${MISS_READERS:-8}
 head -n 2000 "$WORK/mounted" >"$WORK/miss"
 for round in $(seq 1 "$ROUNDS"); do
 	for build in this baseline; do
 		rm -rf "$WORK/cache"
 		if [ "$build" = this ]; then
-			DLCACHE=$THIS mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW"
+			DLCACHE=$THIS mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW${THIS_OPTS:+,$THIS_OPTS}"
 		else
 			DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,policy=none,source_delay=$DELAY,source_bw=$BW${BASELINE_OPTS:+,$BASELINE_OPTS}"
 		fi
-		drop_caches; read -r ms mf mb < <(run "$WORK/miss" 8); keep_min "$build miss" "$ms"
+		drop_caches; read -r ms mf mb < <(run "$WORK/miss" "$MISS_READERS"); keep_min "$build miss" "$ms"
 		unmount_dlcache
 	done
 done
-bound=$(python3 - "$DELAY" "$BW" "$mf" "$mb" <<'PY'
+bound=$(python3 - "$DELAY" "$BW" "$mf" "$mb" "$MISS_READERS" <<'PY'
 import sys
 def seconds(text):
     for unit, scale in (("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)):
@@ -133,12 +158,13 @@ def size(text):
     scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
     return float(text.rstrip("KMG")) * scale
 delay, bw, files, nbytes = seconds(sys.argv[1]), size(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+streams = int(sys.argv[5])
 per_file = 3 * delay + nbytes / files / bw      # open, one read, close
-# 8 streams, and the one link they share
-print("%.1f" % (min(8 * nbytes / files / per_file, bw) / 2**20))
+# the streams, and the one link they share
+print("%.1f" % (min(streams * nbytes / files / per_file, bw) / 2**20))
 PY
 )
-echo "misses: 2000 files, 8 readers, source_delay=$DELAY source_bw=$BW; the emulated source allows $bound MB/s at 8 streams"
+echo "misses: 2000 files, $MISS_READERS readers, source_delay=$DELAY source_bw=$BW; the emulated source allows $bound MB/s at $MISS_READERS streams"
 for build in this baseline; do
 	ms=${best[$build miss]}
 	echo "  $build: $(mbps "$ms" "$mb") MB/s, ratio $(awk "BEGIN {printf \"%.2f\", $mb / $ms / 1048576 / $bound}")"

@@ -326,8 +326,12 @@ static const struct bad_case bad_cases[] = {
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "chunk_fetch", NULL }, "needs a value" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "passthrough=2", NULL }, "passthrough '2' is neither 0 nor 1" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "io_uring=on", NULL }, "io_uring 'on' is neither 0 nor 1" },
-	/* FUSE over io_uring needs libfuse 3.18; Debian offers 3.17 at most */
-	{ { "mount.dlcache", "/src", "/mnt", "-o", "io_uring=1", NULL }, "mount without io_uring=1" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "io_uring=2", NULL }, "io_uring '2' is neither 0 nor 1" },
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "io_uring=", NULL }, "io_uring ''" },
+#if FUSE_MAJOR_VERSION == 3 && FUSE_MINOR_VERSION < 18
+	/* FUSE over io_uring needs libfuse 3.18 */
+	{ { "mount.dlcache", "/src", "/mnt", "-o", "io_uring=1", NULL }, "rebuild with tests/build.sh" },
+#endif
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=257", NULL },
 	  "from 1 to 256" },
 	{ { "mount.dlcache", "/src", "/mnt", "-o", "crawl_threads=four", NULL },
@@ -505,10 +509,21 @@ START_TEST(test_prefetch_options)
 	ck_assert(!opts.chunk_fetch);
 	ck_assert(opts.passthrough);     /* on by default */
 	dlc_options_free(&opts);
+	ck_assert(!opts.io_uring);       /* off by default */
+	dlc_options_free(&opts);
 	argv[4] = (char *)"passthrough=0,io_uring=0";
 	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
 	ck_assert(!opts.passthrough);
+	ck_assert(!opts.io_uring);
 	dlc_options_free(&opts);
+#if FUSE_MAJOR_VERSION > 3 || FUSE_MINOR_VERSION >= 18
+	argv[4] = (char *)"io_uring=1";
+	ck_assert_int_eq(dlc_options_parse(5, argv, &opts, &cause), 0);
+	ck_assert(opts.io_uring);
+	/* libfuse's own session option, not a kernel mount option */
+	ck_assert_ptr_null(strstr(opts.kernel_opts, "io_uring"));
+	dlc_options_free(&opts);
+#endif
 }
 END_TEST
 
@@ -1058,6 +1073,66 @@ START_TEST(test_validate_packed_source)
 }
 END_TEST
 
+/* Writes text to TMP/name (no newline when text is ""). */
+static char *kernel_file(const char *name, const char *text)
+{
+	char *path = NULL;
+	FILE *f;
+
+	ck_assert_int_ge(asprintf(&path, "%s/%s", tmp_root, name), 0);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+/* io_uring=1 against the kernel's switches, as files read the same way. */
+START_TEST(test_check_io_uring)
+{
+	char *on = kernel_file("enable_uring_on", "Y\n");
+	char *one = kernel_file("enable_uring_one", "1\n");
+	char *off = kernel_file("enable_uring_off", "N\n");
+	char *empty = kernel_file("enable_uring_empty", "");
+	char *allowed = kernel_file("io_uring_disabled_0", "0\n");
+	char *disabled = kernel_file("io_uring_disabled_2", "2\n");
+	char *missing = NULL, *cause = NULL;
+
+	ck_assert_int_ge(asprintf(&missing, "%s/no/enable_uring", tmp_root), 0);
+	ck_assert_int_eq(dlc_options_check_io_uring(on, allowed, &cause), 0);
+	ck_assert_ptr_null(cause);
+	ck_assert_int_eq(dlc_options_check_io_uring(one, allowed, &cause), 0);
+	/* no io_uring_disabled sysctl (kernels before 6.6): nothing to refuse */
+	ck_assert_int_eq(dlc_options_check_io_uring(on, missing, &cause), 0);
+
+	ck_assert_int_eq(dlc_options_check_io_uring(off, allowed, &cause), -EOPNOTSUPP);
+	assert_cause(cause, "switched off", "enable_uring N");
+	ck_assert_ptr_nonnull(strstr(cause, "echo Y > "));
+	ck_assert_ptr_nonnull(strstr(cause, off));
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(dlc_options_check_io_uring(empty, allowed, &cause), -ENODATA);
+	assert_cause(cause, "cannot read", "enable_uring empty");
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(dlc_options_check_io_uring(missing, allowed, &cause), -EOPNOTSUPP);
+	assert_cause(cause, "CONFIG_FUSE_IO_URING", "no enable_uring");
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(dlc_options_check_io_uring(on, disabled, &cause), -EOPNOTSUPP);
+	assert_cause(cause, "every process", "io_uring_disabled 2");
+	ck_assert_ptr_nonnull(strstr(cause, "echo 0 > "));
+	free(cause);
+	free(on);
+	free(one);
+	free(off);
+	free(empty);
+	free(allowed);
+	free(disabled);
+	free(missing);
+}
+END_TEST
+
 START_TEST(test_validate_needs_arguments)
 {
 	struct dlc_options opts;
@@ -1114,6 +1189,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_validate_snapshot);
 	tcase_add_test(tc, test_validate_packed_source);
 	tcase_add_test(tc, test_validate_needs_arguments);
+	tcase_add_test(tc, test_check_io_uring);
 	suite_add_tcase(s, tc);
 	return s;
 }

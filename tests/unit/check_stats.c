@@ -62,6 +62,9 @@ static struct dlc_stats_gauges sample_gauges(void)
 		.cache_capacity = 200ULL << 30,
 		.admission_enabled = true,
 		.cache_announced = 4242,
+		.io_uring = true,
+		.opens_io_uring = 31,
+		.opens_dev_fuse = 2,
 		.snapshot_entries = 1281167,
 		.snapshot_bytes = 147897477120ULL,
 		.index_memory = 96 << 20,
@@ -270,9 +273,10 @@ START_TEST(test_every_line_has_one_of_four_shapes)
 		lines++;
 		s = end + 1;
 	}
-	/* 4 identity + the counters + 4, remote_ops 9, cache 9, source_reads 5,
-	 * memory 6, snapshot 5, lifetime (the counters + 2), the document's braces */
-	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 9 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
+	/* 4 identity + the counters + 4, remote_ops 9, cache 9, fuse 5,
+	 * source_reads 5, memory 6, snapshot 5, lifetime (the counters + 2), the
+	 * document's braces */
+	ck_assert_int_eq(lines, 2 + 4 + DLC_STAT_COUNT + 4 + 9 + 9 + 5 + 5 + 6 + 5 + DLC_STAT_COUNT + 2);
 	for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
 		regfree(&re[i]);
 	free(json);
@@ -292,10 +296,11 @@ START_TEST(test_every_key_once_per_object)
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
 			  "head_reads", "hit_ratio", "last_error", "epoch", "scored_samples",
-			  "remote_ops", "cache", "source_reads", "memory", "snapshot", "lifetime" } },
+			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough",
 			     "passthrough_backing", "announced" } },
+		{ "fuse", { "io_uring", "opens_io_uring", "opens_dev_fuse" } },
 		{ "source_reads", { "threads", "running", "queued" } },
 		{ "memory", { "limit", "used", "peak", "waits" } },
 		{ "snapshot", { "entries", "bytes", "index_memory" } },
@@ -438,6 +443,10 @@ START_TEST(test_values_and_derived_members)
 	ck_assert_ptr_nonnull(find_member(json, "cache", "passthrough", line, sizeof(line)));
 	ck_assert_str_eq(line, "    \"passthrough\": false,");
 	ck_assert_uint_eq(member_value(json, "cache", "announced"), 4242);
+	ck_assert_ptr_nonnull(find_member(json, "fuse", "io_uring", line, sizeof(line)));
+	ck_assert_str_eq(line, "    \"io_uring\": true,");
+	ck_assert_uint_eq(member_value(json, "fuse", "opens_io_uring"), 31);
+	ck_assert_uint_eq(member_value(json, "fuse", "opens_dev_fuse"), 2);
 	ck_assert_uint_eq(member_value(json, "snapshot", "entries"), 1281167);
 	ck_assert_uint_eq(member_value(json, "snapshot", "index_memory"), 96 << 20);
 	ck_assert_int_eq(json[strlen(json) - 2], '}');

@@ -207,11 +207,17 @@ werror=false
 # later `ninja -C build` or reconfigure keeps the same libfuse.
 opts=(-Dwerror=$werror "-Dpkg_config_path=$pcpath" "$@")
 if [ -d "$BUILD/meson-private" ]; then
-	meson setup --reconfigure "$BUILD" "$top" "${opts[@]}" >/dev/null
+	# Meson caches what it found (fuse3 3.17 before the private libfuse
+	# became 3.18, without 3.18's liburing and libnuma): look again.
+	meson configure --clearcache "$BUILD" >/dev/null
+	meson setup --reconfigure "$BUILD" "$top" "${opts[@]}" >"$BUILD.setup.log" 2>&1 ||
+		{ tail -n 20 "$BUILD.setup.log" >&2; echo "tests/build.sh: configuring $BUILD failed (log above, in $BUILD.setup.log); remove $BUILD and run tests/build.sh again." >&2; exit 1; }
 else
-	meson setup "$BUILD" "$top" "${opts[@]}" >/dev/null
+	meson setup "$BUILD" "$top" "${opts[@]}" >"$BUILD.setup.log" 2>&1 ||
+		{ tail -n 20 "$BUILD.setup.log" >&2; echo "tests/build.sh: configuring $BUILD failed (log above, in $BUILD.setup.log)." >&2; exit 1; }
 fi
-ninja -C "$BUILD" >/dev/null
+ninja -C "$BUILD" >"$BUILD.ninja.log" 2>&1 ||
+	{ grep -E "error|undefined" "$BUILD.ninja.log" | tail -n 20 >&2; echo "tests/build.sh: building $BUILD failed (errors above, all of it in $BUILD.ninja.log)." >&2; exit 1; }
 fuse_version=$(meson introspect --dependencies "$BUILD" 2>/dev/null |
 	python3 -c 'import json,sys; print(([d["version"] for d in json.load(sys.stdin) if d["name"] == "fuse3"] or ["?"])[-1])' 2>/dev/null || echo '?')
 if $use_private; then

@@ -42,7 +42,7 @@ export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:strict_string_checks=1:s
 export UBSAN_OPTIONS="log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
 # Reports that belong to libraries (libnfs 4.0): see asan.supp and lsan.supp.
 export LSAN_OPTIONS="suppressions=$SRCDIR/tests/lsan.supp:print_suppressions=0"
-export STRESS_SECONDS=${STRESS_SECONDS:-15}
+export STRESS_SECONDS=${STRESS_SECONDS:-10}
 # Mount suites that leave out what only repeats the main build's coverage.
 export DLC_SANITIZE=1
 # The unit cases' own time limits (libcheck's), stretched as meson's are:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Concurrency stress: 32 readers (4 processes of 8 threads) read random
-# files whole and by random ranges for $STRESS_SECONDS (default 60; 30 with
+# files whole and by random ranges for $STRESS_SECONDS (default 60; 20 with
 # CI set, which keeps a fresh clone's whole run within its budget) while
 # ranks, prefetch, forget, epoch and reset lines stream into .control, a
 # cache a quarter of the dataset's size admits and evicts all the time, and
@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/fault_lib.sh"
 
-if [ -n "${CI:-}" ]; then SECONDS_TO_RUN=${STRESS_SECONDS:-30}; else SECONDS_TO_RUN=${STRESS_SECONDS:-60}; fi
+if [ -n "${CI:-}" ]; then SECONDS_TO_RUN=${STRESS_SECONDS:-20}; else SECONDS_TO_RUN=${STRESS_SECONDS:-60}; fi
 CACHE_SIZE=$((6 * 1024 * 1024))
 
 # 300 files: empty, tiny, sample-sized and a few above cache_max_file

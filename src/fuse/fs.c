@@ -1143,6 +1143,9 @@ static void warn_hidden_names(const struct dlc_snapshot *snapshot)
  * the mount is in the background), naming what it means.
  */
 static void libfuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static void libfuse_log(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	char line[256];
 	va_list copy;

@@ -56,7 +56,11 @@ for t in "${targets[@]}"; do
 done
 # Only the targets asked for: the daemon and the rest are built (and
 # tested) by the main build already.
-ninja -C "$FUZZ_BUILD" "${targets[@]/#/tests/fuzz/fuzz_}" >/dev/null
+ninja -C "$FUZZ_BUILD" "${targets[@]/#/tests/fuzz/fuzz_}" >"$FUZZ_BUILD/ninja.log" 2>&1 || {
+	grep -E "error|undefined" "$FUZZ_BUILD/ninja.log" | tail -n 20 >&2
+	echo "tests/fuzz/run.sh: building the fuzz targets with clang failed (errors above, all of it in $FUZZ_BUILD/ninja.log)." >&2
+	exit 1
+}
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

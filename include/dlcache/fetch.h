@@ -44,6 +44,10 @@ struct dlc_blob {
 
 /* Takes one more reference; returns blob. */
 struct dlc_blob *dlc_blob_get(struct dlc_blob *blob);
+
+/* A blob of size bytes (+ 1 spare byte) on the heap, refs 1, outside any
+ * budget or spares (dlc_blob_put frees it); NULL on ENOMEM. */
+struct dlc_blob *dlc_blob_alloc(uint64_t size);
 /* Drops a reference; the last gives its bytes back to its budget, and its
  * memory to its spares (or to the system). */
 void dlc_blob_put(struct dlc_blob *blob);

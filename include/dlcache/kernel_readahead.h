@@ -5,8 +5,8 @@
  * larger than its readahead window, which for a FUSE mount starts at
  * 128 KiB (the backing device's read_ahead_kb in sysfs; the INIT reply can
  * only lower it).  A sequential reader of a large cached file then costs a
- * round trip per 128 KiB; with a window of a few MiB the kernel sends up to
- * 1 MiB per request (its 256-page limit) and several at once.  Root can
+ * round trip per 128 KiB; with a window of 1 MiB (the default here) the
+ * kernel sends up to 1 MiB per request (its 256-page limit).  Root can
  * raise the window after the mount: /sys/class/bdi/MAJOR:MINOR/read_ahead_kb,
  * MAJOR:MINOR being the mount's device, read from /proc/self/mountinfo
  * (stat(2) of the mount point would ask the daemon, which is not serving

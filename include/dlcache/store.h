@@ -94,13 +94,15 @@ int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t s
 
 /*
  * Caches size bytes of data for path (crash-safe, see DESIGN).  Stores the
- * XXH3_64 of data in *hash.  Returns 0; -ENOSPC when the disk is full (nothing
+ * XXH3_64 of data in *hash and, when stamp is not NULL, the new file's stamp
+ * in *stamp (as dlc_store_read fills it: the file holds exactly data, so it
+ * may be opened by dlc_store_open_checked at once).  Returns 0; -ENOSPC when the disk is full (nothing
  * is left behind); -EEXIST when another cached path has the same file name
  * (a 64-bit hash collision: do not cache this one); other -errno.  data/ and
  * tmp/, when something removed them behind the store, are made again (logged).
  */
 int dlc_store_insert(struct dlc_store *store, const char *path, const void *data,
-		     uint64_t size, int64_t mtime_ns, uint64_t *hash);
+		     uint64_t size, int64_t mtime_ns, uint64_t *hash, uint64_t *stamp);
 
 /* Deletes the cached copy of path, file and row; 0 or -ENOENT. */
 int dlc_store_remove(struct dlc_store *store, const char *path);

@@ -475,7 +475,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[DLC_SNAPSHOT_PATH_MAX];
-	uint64_t hash, footprint;
+	uint64_t hash, stamp, footprint;
 	int rc;
 
 	if (!node || dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path)) < 0)
@@ -514,7 +514,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 	}
 	pthread_mutex_unlock(&cache->lock);
 
-	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash);
+	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash, &stamp);
 	if (cache->write_hook)
 		cache->write_hook(cache->hook_arg, ino);
 
@@ -535,6 +535,9 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 	if (rc == 0) {
 		cache->hashes[ino] = hash;
 		set_ready(cache, ino, true);
+		/* Written by this mount: opened by its stamp from the next open
+		 * on, with no read-back (DESIGN.md, "Checked once per mount"). */
+		cache->stamps[ino] = stamp;
 		dlc_stats_add(cache->stats, DLC_STAT_ADMISSIONS, 1);
 		pthread_mutex_unlock(&cache->lock);
 		return true;

@@ -506,7 +506,7 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[DLC_SNAPSHOT_PATH_MAX];
 	struct block_file *f;
-	uint64_t hash;
+	uint64_t hash, stamp;
 	int rc;
 
 	if (!node || !cache->block_size ||
@@ -535,7 +535,7 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	}
 	pthread_mutex_unlock(&cache->lock);
 
-	rc = dlc_store_insert(cache->store, path, data, size, mtime_ns(node), &hash);
+	rc = dlc_store_insert(cache->store, path, data, size, mtime_ns(node), &hash, &stamp);
 	if (cache->write_hook)
 		cache->write_hook(cache->hook_arg, ino);
 
@@ -553,7 +553,7 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	if (rc == 0) {
 		f->state[index] = BLOCK_READY;
 		f->hashes[index] = hash;
-		f->stamps[index] = 0;
+		f->stamps[index] = stamp;       /* written here: as good as checked */
 		f->generations[index] = ++cache->next_generation;
 		dlc_stats_add(cache->stats, DLC_STAT_BLOCK_ADMISSIONS, 1);
 		pthread_mutex_unlock(&cache->lock);

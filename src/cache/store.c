@@ -455,7 +455,11 @@ int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t s
 	return fd;
 }
 
-/* Writes size bytes to a new file at tmp_path; on failure nothing is left. */
+/*
+ * Writes size bytes to a new file at tmp_path and returns its descriptor,
+ * still open (the caller takes the file's stamp after the rename and closes
+ * it with close_tmp); on failure nothing is left.
+ */
 static int write_tmp(struct dlc_store *store, const char *tmp_path, const void *data,
 		     uint64_t size)
 {
@@ -471,7 +475,7 @@ static int write_tmp(struct dlc_store *store, const char *tmp_path, const void *
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			rc = -errno;
+			rc = errno == EDQUOT ? -ENOSPC : -errno;
 			break;
 		}
 		if (n == 0) {
@@ -480,21 +484,29 @@ static int write_tmp(struct dlc_store *store, const char *tmp_path, const void *
 		}
 		done += (uint64_t)n;
 	}
-	if (close(fd) != 0 && rc == 0 && errno != EINTR)
-		rc = -errno;
-	if (rc == -EDQUOT)
-		rc = -ENOSPC;
-	if (rc != 0)
+	if (rc != 0) {
+		close(fd);
 		unlinkat(store->dir_fd, tmp_path, 0);
-	return rc;
+		return rc;
+	}
+	return fd;
+}
+
+/* Closes a file write_tmp wrote: 0, or the write error close reports. */
+static int close_tmp(int fd)
+{
+	if (close(fd) != 0 && errno != EINTR)
+		return errno == EDQUOT ? -ENOSPC : -errno;
+	return 0;
 }
 
 int dlc_store_insert(struct dlc_store *store, const char *path, const void *data,
-		     uint64_t size, int64_t mtime_ns, uint64_t *hash)
+		     uint64_t size, int64_t mtime_ns, uint64_t *hash, uint64_t *stamp)
 {
 	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE], tmp_path[TMP_PATH_SIZE];
+	struct stat st;
 	uint64_t sum;
-	int rc;
+	int fd, rc;
 
 	if (store->no_index)
 		return -ENOSPC;
@@ -507,11 +519,11 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 		 atomic_fetch_add(&store->tmp_seq, 1));
 
 	/* The bytes are written without the lock; only the rename and row take it. */
-	rc = write_tmp(store, tmp_path, data, size);
-	if (rc == -ENOENT && remake_layout(store) == 0)
-		rc = write_tmp(store, tmp_path, data, size);
-	if (rc != 0)
-		return rc;
+	fd = write_tmp(store, tmp_path, data, size);
+	if (fd == -ENOENT && remake_layout(store) == 0)
+		fd = write_tmp(store, tmp_path, data, size);
+	if (fd < 0)
+		return fd;
 
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_check_name_owner(store, name, path);
@@ -527,16 +539,33 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 		if (rc != 0)
 			goto err_tmp;
 	}
-	rc = dlc_store_put_row(store, path, name, size, mtime_ns, sum);
+	/*
+	 * The stamp of the file these bytes are in, taken through the
+	 * descriptor that wrote them and after the rename (which changes its
+	 * ctime): the caller may serve the file by this stamp without reading
+	 * it back, as after a check (dlc_store_open_checked).
+	 */
+	if (fstat(fd, &st) != 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = close_tmp(fd);
+	else
+		close(fd);
+	fd = -1;
+	if (rc == 0)
+		rc = dlc_store_put_row(store, path, name, size, mtime_ns, sum);
 	if (rc != 0) {
 		/* No row for these bytes: an old row, if any, now finds no file. */
 		unlinkat(store->dir_fd, rel, 0);
 		goto out_unlock;
 	}
 	*hash = sum;
+	if (stamp)
+		*stamp = stamp_of(&st);
 	goto out_unlock;
 
 err_tmp:
+	close(fd);
 	unlinkat(store->dir_fd, tmp_path, 0);
 out_unlock:
 	pthread_mutex_unlock(&store->mutex);

@@ -117,13 +117,8 @@ static struct dlc_blob *reply_buffer(struct fs *fs, size_t size)
 {
 	struct dlc_blob *blob = dlc_blob_spares_take(fs->replies, size);
 
-	if (!blob && size > REPLY_CAPACITY && (blob = malloc(sizeof(*blob) + size))) {
-		atomic_init(&blob->refs, 1);
-		blob->budget = NULL;
-		blob->spares = NULL;
-		blob->base = NULL;
-		blob->size = size;
-	}
+	if (!blob && size > REPLY_CAPACITY)
+		blob = dlc_blob_alloc(size);
 	return blob;
 }
 
@@ -278,9 +273,9 @@ static bool virtual_named(const char *name)
 }
 
 /*
- * Raises the kernel's readahead window for the mount (kernel_readahead.h):
- * large files are then asked for in requests of up to 1 MiB, several at
- * once, instead of 128 KiB at a time.  The kernel sets the window when it
+ * Sets the kernel's readahead window for the mount (kernel_readahead.h):
+ * with the default of 1 MiB, large files are asked for in requests of up
+ * to 1 MiB instead of 128 KiB at a time.  The kernel sets the window when it
  * takes the INIT reply, so this waits for the first request after it: a
  * lookup, or the getattr of the root (any access starts with one of them).
  * Never fatal: without it reads stay correct, in smaller requests.

@@ -933,6 +933,8 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 	end = reader->size - off < len ? reader->size : off + len;
 	first = (uint32_t)(off / blocks->block_size);
 	last = (uint32_t)((end - 1) / blocks->block_size);
+	/* A read dlc_blocks_try_read could not serve was noted there already:
+	 * noting it again changes nothing (the reader's next_index is past it). */
 	note_read(reader, first, last);
 	for (pos = off; pos < end;) {
 		uint32_t index = (uint32_t)(pos / blocks->block_size);

@@ -160,13 +160,23 @@ static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 	struct dlc_blob *blob;
 
 	dlc_budget_acquire(fetch->budget, size);
-	blob = malloc(sizeof(*blob) + size + 1);
+	blob = dlc_blob_alloc(size);
 	if (!blob) {
 		dlc_budget_release(fetch->budget, size);
 		return NULL;
 	}
-	atomic_init(&blob->refs, 1);
 	blob->budget = fetch->budget;
+	return blob;
+}
+
+struct dlc_blob *dlc_blob_alloc(uint64_t size)
+{
+	struct dlc_blob *blob;
+
+	if (size > SIZE_MAX - sizeof(*blob) - 1 || !(blob = malloc(sizeof(*blob) + size + 1)))
+		return NULL;
+	atomic_init(&blob->refs, 1);
+	blob->budget = NULL;
 	blob->spares = NULL;
 	blob->base = NULL;
 	blob->size = size;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# FUSE passthrough (passthrough=1): warm hits on checked cache files are read
-# by the kernel from the cache file.  The bytes must be the source's, the
+# FUSE passthrough (passthrough=1): hits on cache files this mount wrote or
+# checked are read by the kernel from the cache file.  The bytes must be the source's, the
 # kernel's rule that a passthrough open and a daemon-served open of one file
 # never mix must hold (an open of the wrong kind fails with EIO), and a file
 # evicted under a live passthrough open must still read right.  A checked
@@ -83,8 +83,17 @@ test_warm_hits_pass_through_and_serve_the_source_bytes() {
 	start_daemon
 	expect_eq "cache.passthrough" "$(stat_value cache.passthrough)" true
 	read_all_shuffled >/dev/null        # misses, admitted
+	drop_caches
+	read_all_shuffled >/dev/null        # files this mount wrote: passthrough at once
+	expect_eq "hits_passthrough of files written by this mount" "$(stat_value hits_passthrough)" 40
+	expect_eq "passthrough_declined" "$(stat_value passthrough_declined)" 0
+	expect_eq "hits" "$(stat_value hits)" 40
+	# The next mount trusts no file it has not read and checked itself.
+	stop_daemon
+	start_daemon
 	read_all_shuffled >/dev/null        # first hits: read whole and checked by the daemon
 	expect_eq "hits_passthrough after the checking pass" "$(stat_value hits_passthrough)" 0
+	expect_eq "hits of the checking pass" "$(stat_value hits)" 40
 	drop_caches
 	read_all_shuffled >/dev/null        # warm hits: passthrough opens
 	expect_eq "hits_passthrough" "$(stat_value hits_passthrough)" 40
@@ -112,12 +121,13 @@ test_passthrough_0_serves_every_hit_from_the_daemon() {
 # open passes through.
 test_a_hit_during_a_daemon_served_open_of_the_same_file_is_served_by_the_daemon() {
 	start_daemon
+	read_all_shuffled >/dev/null        # misses, admitted
+	stop_daemon
+	start_daemon                        # a new mount checks each file on its first hit
 	python3 - "$SRC" "$MNT" <<PY || fail "mixed opens of one file"
 $PY_HELPERS
 rel = files()[0]
 path = os.path.join(mnt, rel)
-with open(path, "rb") as f:                       # a miss: admitted
-    expect_bytes("miss", f.read(), rel)
 first = os.open(path, os.O_RDONLY)                # first hit: daemon-served, checked
 expect_bytes("first hit", read_fd(first), rel)
 s = stats()
@@ -157,13 +167,13 @@ test_eviction_under_a_live_passthrough_open_keeps_the_bytes_right() {
 $PY_HELPERS
 rel = files()[0]
 path = os.path.join(mnt, rel)
-for _ in range(2):                                # miss, then the checking first hit
-    with open(path, "rb") as f:
-        expect_bytes("warm-up", f.read(), rel)
+read_file(rel)                                    # a miss, admitted
+read_until_passed(rel)                            # written by this mount: passes through
 drop_caches()
+before = stats()["hits_passthrough"]
 held = os.open(path, os.O_RDONLY)
 expect_bytes("passthrough open", read_fd(held), rel)
-if stats()["hits_passthrough"] != 1:
+if stats()["hits_passthrough"] != before + 1:
     sys.exit("FAIL: the warm hit did not pass through")
 evictions = stats()["evictions"]
 for other in files()[1:]:                         # misses that push it out (lru)
@@ -189,8 +199,8 @@ PY
 test_a_kept_backing_id_serves_later_opens_without_registering_again() {
 	start_daemon
 	read_all_shuffled >/dev/null        # misses
-	read_all_shuffled >/dev/null        # first hits, checked
 	expect_eq "backing ids before any passthrough open" "$(stat_value cache.passthrough_backing)" 0
+	drop_caches
 	read_all_shuffled >/dev/null        # passthrough opens: each registers its entry
 	expect_eq "backing ids kept once every file is closed" "$(stat_value cache.passthrough_backing)" 40
 	drop_caches
@@ -214,8 +224,7 @@ test_evicted_entries_release_their_backing_files_and_space() {
 $PY_HELPERS
 cache = sys.argv[3]
 names = files()
-for rel in names:                  # miss, checked first hit, passthrough hit
-    read_file(rel)
+for rel in names:                  # miss, then a passthrough hit
     read_file(rel)
     read_until_passed(rel)
     s = stats()
@@ -231,12 +240,10 @@ wait_for("more backing ids than cache entries: %s" % stats()["cache"],
 # One entry held open by a passthrough open while it is evicted.
 rel = names[0]
 read_file(rel)
-read_file(rel)
 read_until_passed(rel)
 held = os.open(os.path.join(mnt, rel), os.O_RDONLY)
 expect_bytes("held passthrough open", read_fd(held), rel)
 for other in names[1:16]:
-    read_file(other)
     read_file(other)
     read_until_passed(other)
 if "/" + rel in open(os.path.join(mnt, ".cached")).read().split("\n"):
@@ -249,7 +256,6 @@ wait_for("%d bytes held once the evicted file was closed" % held_bytes(cache),
 wait_for("more backing ids than cache entries: %s" % stats()["cache"],
          lambda: stats()["cache"]["passthrough_backing"] <= stats()["cache"]["entries"])
 # Evicted, fetched again and re-admitted: a new file, the source's bytes.
-read_file(rel)
 read_file(rel)
 read_until_passed(rel)
 drop_caches()
@@ -269,8 +275,7 @@ test_a_corrupted_entry_is_not_read_through_its_kept_backing_id() {
 $PY_HELPERS
 cache = sys.argv[3]
 rel = files()[0]
-read_file(rel)                     # miss, checked first hit, passthrough hit
-read_file(rel)
+read_file(rel)                     # miss, then a passthrough hit
 read_until_passed(rel)
 if stats()["cache"]["passthrough_backing"] != 1 or stats()["hits_passthrough"] != 1:
     sys.exit("FAIL: no kept backing id: %s" % stats()["cache"])
@@ -294,8 +299,7 @@ s = stats()
 if s["corrupt"] != 1 or s["cache"]["passthrough_backing"] != 0:
     sys.exit("FAIL: expected the entry dropped and its id closed: corrupt %d, %s"
              % (s["corrupt"], s["cache"]))
-read_file(rel)                     # admitted again, checked, passed through
-read_file(rel)
+read_file(rel)                     # admitted again, then passed through
 read_until_passed(rel)
 drop_caches()
 read_file(rel)

@@ -548,6 +548,11 @@ START_TEST(a_cache_disk_that_fails_writes_turns_admission_off)
 }
 END_TEST
 
+/*
+ * A file this mount wrote opens by its stamp from the next open on; one
+ * an earlier mount wrote, only once a read has checked it; either stops
+ * opening when anything changes the file.
+ */
 START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 {
 	char path[256];
@@ -557,6 +562,18 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
 	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);   /* not cached */
 	get_and_check(2);                                                      /* miss, admitted */
+	fd = dlc_fetch_open_cached(fetch, ino_of(2));                          /* written here */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
+	ck_assert_uint_eq((unsigned char)byte, (5 * 31 + 2) & 0xff);
+	close(fd);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+	get_and_check(2);                                                      /* a hit, read whole */
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 2);
+
+	/* The next mount trusts nothing it did not check itself. */
+	close_all();
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
 	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);   /* not checked yet */
 	get_and_check(2);                                                      /* hit, checked */
 	fd = dlc_fetch_open_cached(fetch, ino_of(2));
@@ -564,7 +581,6 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
 	ck_assert_uint_eq((unsigned char)byte, (5 * 31 + 2) & 0xff);
 	close(fd);
-	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 2);
 
 	/* Rewrite the cache file in place with the same bytes: its stamp changes. */
 	snprintf(path, sizeof(path), "find %s/data -type f -exec touch {} +", cache_dir);
@@ -765,10 +781,15 @@ START_TEST(blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read)
 	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 3);
 	ck_assert_uint_eq(cached_entries(), 1);         /* the file, charged whole */
+	/* Written by this mount: read by range from the next read on. */
+	for (uint32_t b = 0; b < 3; b++)
+		ck_assert(dlc_cache_block_checked(cache, ino_of(5), b));
 	close_all();
 
 	/* A new mount: each block checked on first use, then read by range. */
 	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 8192);
+	for (uint32_t b = 0; b < 3; b++)
+		ck_assert(!dlc_cache_block_checked(cache, ino_of(5), b));
 	read_blocks_and_check(5, 4096, &rng, 300);
 	read_blocks_and_check(5, 1, &rng, 300);
 	read_blocks_and_check(5, 7000, &rng, 100);

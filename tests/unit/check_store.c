@@ -242,7 +242,7 @@ static uint64_t insert_ok(struct dlc_store *store, const char *path, size_t size
 {
 	void *data = make_bytes(size, seed);
 	uint64_t hash = 0;
-	int rc = dlc_store_insert(store, path, data, size, mtime_ns, &hash);
+	int rc = dlc_store_insert(store, path, data, size, mtime_ns, &hash, NULL);
 
 	ck_assert_msg(rc == 0, "insert %s: %s", path, strerror(-rc));
 	ck_assert_uint_eq(hash, XXH3_64bits(data, size));
@@ -296,6 +296,50 @@ START_TEST(test_roundtrip_sizes)
 		read_ok(store, path, sizes[i], (unsigned)i, hashes[i]);
 	}
 	ck_assert_uint_eq(count_in("tmp"), 0);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/*
+ * An insert's stamp opens the file it wrote at once (no read-back), is the
+ * stamp a checked read of that file gives, and stops opening it once
+ * anything writes the file or puts another in its place.
+ */
+START_TEST(test_insert_stamp_opens_the_written_file_until_it_changes)
+{
+	struct dlc_store *store = open_ok();
+	void *data = make_bytes(20000, 7), *got = malloc(20000);
+	uint64_t hash, stamp = 0, read_stamp = 0;
+	char file[PATH_MAX];
+	int fd;
+
+	ck_assert_int_eq(dlc_store_insert(store, "s.jpg", data, 20000, 1, &hash, &stamp), 0);
+	ck_assert_uint_ne(stamp, 0);
+	fd = dlc_store_open_checked(store, "s.jpg", stamp);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, got, 20000, 0), 20000);
+	ck_assert(memcmp(got, data, 20000) == 0);
+	close(fd);
+	ck_assert_int_eq(dlc_store_read(store, "s.jpg", got, 20000, hash, &read_stamp), 0);
+	ck_assert_uint_eq(read_stamp, stamp);
+
+	/* One byte rewritten in place, as a stray process might. */
+	file_of("s.jpg", file, sizeof(file));
+	fd = open(file, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "Z", 1, 100), 1);
+	close(fd);
+	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp), -ESTALE);
+
+	/* A new insert of the path: the old stamp names the old file only. */
+	ck_assert_int_eq(dlc_store_insert(store, "s.jpg", data, 20000, 1, &hash, &read_stamp), 0);
+	ck_assert_uint_ne(read_stamp, stamp);
+	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp), -ESTALE);
+	fd = dlc_store_open_checked(store, "s.jpg", read_stamp);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	free(data);
+	free(got);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 }
 END_TEST
@@ -870,11 +914,11 @@ static int crash_child(const char *dir)
 		data[i] = (unsigned char)((i * 131u + (i >> 8)) & 0xff);
 	if (dlc_store_open(dir, &store, NULL) != 0)
 		return 10;
-	if (dlc_store_insert(store, "keep.jpg", data, 6000, 42, &hash) != 0 ||
-	    dlc_store_insert(store, "gone.jpg", data, 6000, 42, &hash) != 0 ||
-	    dlc_store_insert(store, "torn.jpg", data, 6000, 42, &hash) != 0 ||
+	if (dlc_store_insert(store, "keep.jpg", data, 6000, 42, &hash, NULL) != 0 ||
+	    dlc_store_insert(store, "gone.jpg", data, 6000, 42, &hash, NULL) != 0 ||
+	    dlc_store_insert(store, "torn.jpg", data, 6000, 42, &hash, NULL) != 0 ||
 	    dlc_store_flush(store) != 0 ||
-	    dlc_store_insert(store, "late.jpg", data, 6000, 42, &hash) != 0)
+	    dlc_store_insert(store, "late.jpg", data, 6000, 42, &hash, NULL) != 0)
 		return 11;
 	kill(getpid(), SIGKILL);
 	return 12;
@@ -966,7 +1010,7 @@ START_TEST(test_power_cut_losing_the_wal_still_scans)
 	struct loaded l;
 	int status;
 
-	ck_assert_int_eq(dlc_store_insert(store, "before.jpg", data, 3000, 1, &hash), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "before.jpg", data, 3000, 1, &hash, NULL), 0);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 	status = run_crash_child();
 	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %#x",
@@ -1164,7 +1208,7 @@ START_TEST(test_name_collision)
 	db_exec(sql);
 
 	store = open_ok();
-	ck_assert_int_eq(dlc_store_insert(store, "c.jpg", data, 100, 0, &hash), -EEXIST);
+	ck_assert_int_eq(dlc_store_insert(store, "c.jpg", data, 100, 0, &hash, NULL), -EEXIST);
 	file_of("c.jpg", file, sizeof(file));
 	ck_assert(!exists(file));
 	/* Removing c.jpg must not delete the file a.jpg's row names. */
@@ -1191,12 +1235,12 @@ START_TEST(test_layout_removed_while_open_is_made_again)
 	uint64_t hash_a, hash_b;
 	char path[PATH_MAX];
 
-	ck_assert_int_eq(dlc_store_insert(store, "a", a, 5000, 0, &hash_a), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "a", a, 5000, 0, &hash_a, NULL), 0);
 	fmt_path(path, sizeof(path), "%s/data", cache_dir);
 	ck_assert_int_eq(nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
 	fmt_path(path, sizeof(path), "%s/tmp", cache_dir);
 	ck_assert_int_eq(rmdir(path), 0);
-	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b, NULL), 0);
 	read_ok(store, "b", 7000, 2, hash_b);
 	ck_assert_int_eq(dlc_store_read(store, "a", a, 5000, hash_a, NULL), -ENOENT);
 	/* One data/XX removed alone: the rename into it makes it again. */
@@ -1204,7 +1248,7 @@ START_TEST(test_layout_removed_while_open_is_made_again)
 	ck_assert_int_eq(unlink(path), 0);
 	*strrchr(path, '/') = '\0';
 	ck_assert_int_eq(rmdir(path), 0);
-	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b), 0);
+	ck_assert_int_eq(dlc_store_insert(store, "b", b, 7000, 0, &hash_b, NULL), 0);
 	read_ok(store, "b", 7000, 2, hash_b);
 	free(a);
 	free(b);
@@ -1244,7 +1288,7 @@ START_TEST(test_disk_full)
 		void *data = make_bytes(BLOB, n);
 
 		snprintf(path, sizeof(path), "full/%u", n);
-		rc = dlc_store_insert(store, path, data, BLOB, 0, &hashes[n]);
+		rc = dlc_store_insert(store, path, data, BLOB, 0, &hashes[n], NULL);
 		free(data);
 		if (rc != 0)
 			break;
@@ -1307,7 +1351,7 @@ START_TEST(test_disk_full_at_open)
 		void *data = make_bytes(BLOB, n);
 
 		snprintf(path, sizeof(path), "kept/%u", n);
-		ck_assert_int_eq(dlc_store_insert(store, path, data, BLOB, 0, &hash), 0);
+		ck_assert_int_eq(dlc_store_insert(store, path, data, BLOB, 0, &hash, NULL), 0);
 		free(data);
 	}
 	ck_assert_int_eq(dlc_store_close(store), 0);
@@ -1328,7 +1372,7 @@ START_TEST(test_disk_full_at_open)
 	load_all(store, &l);
 	ck_assert_uint_eq(l.n, 0);
 	loaded_free(&l);
-	ck_assert_int_eq(dlc_store_insert(store, "new", "x", 1, 0, &hash), -ENOSPC);
+	ck_assert_int_eq(dlc_store_insert(store, "new", "x", 1, 0, &hash, NULL), -ENOSPC);
 	ck_assert_int_eq(dlc_store_meta_set(store, "k", "v"), -ENOSPC);
 	ck_assert_int_eq(dlc_store_meta_get(store, "k", &value), -ENOENT);
 	ck_assert_ptr_null(value);
@@ -1366,7 +1410,7 @@ static void *worker_main(void *arg)
 		void *data = make_bytes(SIZE, w->id * 1000 + i);
 
 		snprintf(path, sizeof(path), "t%u/%u", w->id, i);
-		if (dlc_store_insert(w->store, path, data, SIZE, i, &hashes[i]) != 0)
+		if (dlc_store_insert(w->store, path, data, SIZE, i, &hashes[i], NULL) != 0)
 			w->failures++;
 		free(data);
 	}
@@ -1430,6 +1474,7 @@ static Suite *store_suite(void)
 	tc = tcase("roundtrip");
 	tcase_add_test(tc, test_roundtrip_sizes);
 	tcase_add_test(tc, test_replace_keeps_one_entry);
+	tcase_add_test(tc, test_insert_stamp_opens_the_written_file_until_it_changes);
 	tcase_add_test(tc, test_footprint);
 	tcase_add_test(tc, test_open_creates_layout);
 	tcase_add_test(tc, test_open_keeps_existing_mode);

@@ -536,7 +536,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		cache->hashes[ino] = hash;
 		set_ready(cache, ino, true);
 		/* Written by this mount: opened by its stamp from the next open
-		 * on, with no read-back (DESIGN.md, "Checked once per mount"). */
+		 * on, with no read-back (DESIGN.md, the paragraph on hits). */
 		cache->stamps[ino] = stamp;
 		dlc_stats_add(cache->stats, DLC_STAT_ADMISSIONS, 1);
 		pthread_mutex_unlock(&cache->lock);

@@ -66,6 +66,29 @@ test_cache_files_changed_while_mounted_are_never_served() {
 	expect_eq "cache files" "$(data_files)" 40
 }
 
+# A file this mount wrote is served by the stamp its insert took, with no
+# read-back: anything that changes it behind the daemon must bring the
+# check back, before its first hit as after one.
+test_files_this_mount_wrote_changed_behind_it_are_never_served() {
+	ALLOWED_LOG='cached copy of .* dropped'
+	start_daemon "$SNAP"
+	read_all_shuffled >/dev/null    # misses: every file admitted, none read back
+	expect_eq "hits before the damage" "$(stat_value hits)" 0
+	printf 'XXXX' | dd of="$(cache_file 10)" bs=1 seek=9000 conv=notrunc status=none
+	truncate -s 8000 "$(cache_file 11)"
+	mv "$(cache_file 12)" "$WORK/swap" && mv "$(cache_file 13)" "$(cache_file 12)" &&
+		mv "$WORK/swap" "$(cache_file 13)"
+	touch "$(cache_file 14)"           # new stamp, same bytes: checked, kept
+	drop_caches
+	expect_eq "files read after the damage" "$(read_all_shuffled)" 40
+	expect_eq "corrupt (4 damaged, the touched one kept)" "$(stat_value corrupt)" 4
+	expect_eq "hits (36 good entries)" "$(stat_value hits)" 36
+	drop_caches
+	read_all_shuffled >/dev/null
+	expect_eq "corrupt after a clean pass" "$(stat_value corrupt)" 4
+	expect_eq "cache files" "$(data_files)" 40
+}
+
 test_cache_directories_removed_while_mounted_are_made_again() {
 	ALLOWED_LOG='cached copy of .* dropped|was removed while mounted: made again'
 	start_daemon "$SNAP"

@@ -18,29 +18,14 @@ OPTS=${OPTS:-}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/dlcache-bench-read-$FILES}
 data_tree "$BENCH_DIR" "$FILES"
 SRC=$BENCH_DIR/src
-URING_PARAM=/sys/module/fuse/parameters/enable_uring
-if [[ ",$OPTS," == *,io_uring=1,* ]]; then
-	uring_before=$(cat "$URING_PARAM")
-	cleanup_uring() {
-		echo "$uring_before" >"$URING_PARAM"
-		cleanup
-	}
-	trap cleanup_uring EXIT
-	echo Y >"$URING_PARAM"
-fi
+uring_switch_for "$OPTS"
 
 (cd "$SRC" && find train -type f) | shuf --random-source=<(yes) >"$WORK/order"
 sed "s|^|$MNT/|" "$WORK/order" >"$WORK/mounted"
 mount_dlcache "$SRC" "cache_size=100G"
 python3 tests/bench/reader.py "$WORK/mounted" 4 >/dev/null
 unmount_dlcache
-sqlite3 -separator ' ' "$WORK/cache/index.db" 'SELECT path, name FROM entries' | python3 -c '
-import sys
-cache, order = sys.argv[1], sys.argv[2]
-names = dict(line.split(" ", 1) for line in sys.stdin.read().splitlines())
-for p in open(order).read().split():
-    n = names[p]
-    print("%s/data/%s/%s" % (cache, n[:2], n))' "$WORK/cache" "$WORK/order" >"$WORK/native"
+cache_files_in_order "$WORK/cache" "$WORK/order" >"$WORK/native"
 
 mount_dlcache "$SRC" "cache_size=100G${OPTS:+,$OPTS}"
 python3 tests/bench/reader.py "$WORK/mounted" 4 >/dev/null      # first hits: checked

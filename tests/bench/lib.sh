@@ -78,6 +78,35 @@ unmount_dlcache() {
 	PID=
 }
 
+# uring_switch_for OPTIONS: when the mount options name io_uring=1, sets the
+# kernel's switch (/sys/module/fuse/parameters/enable_uring) to Y for the
+# run and writes its previous value back on exit.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+uring_switch_for() {
+	[[ ",$1," == *,io_uring=1,* ]] || return 0
+	[ -w "$URING_PARAM" ] || { echo "$(basename "$0"): io_uring=1 needs $URING_PARAM (Linux 6.14 or later, as root)." >&2; exit 1; }
+	uring_before=$(cat "$URING_PARAM")
+	cleanup_uring() {
+		echo "$uring_before" >"$URING_PARAM"
+		cleanup
+	}
+	trap cleanup_uring EXIT
+	echo Y >"$URING_PARAM"
+}
+
+# cache_files_in_order CACHE ORDER: the cache's own file of each path in
+# ORDER (one dataset path per line), in that order: the native baseline of a
+# read through the mount.
+cache_files_in_order() {
+	sqlite3 -separator ' ' "$1/index.db" 'SELECT path, name FROM entries' | python3 -c '
+import sys
+cache, order = sys.argv[1], sys.argv[2]
+names = dict(line.split(" ", 1) for line in sys.stdin.read().splitlines())
+for p in open(order).read().split():
+    n = names[p]
+    print("%s/data/%s/%s" % (cache, n[:2], n))' "$1" "$2"
+}
+
 now() { date +%s.%N; }
 since() { awk "BEGIN {printf \"%.3f\", $(now) - $1}"; }
 ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }

@@ -34,17 +34,7 @@ SRC=$BENCH_DIR/src
 data_tree "$BENCH_DIR" "$FILES"
 THIS_OPTS=${THIS_OPTS:-}
 BASELINE_OPTS=${BASELINE_OPTS-passthrough=0}
-URING_PARAM=/sys/module/fuse/parameters/enable_uring
-if [[ ",$THIS_OPTS,$BASELINE_OPTS," == *,io_uring=1,* ]]; then
-	[ -w "$URING_PARAM" ] || { echo "read.sh: io_uring=1 needs $URING_PARAM (Linux 6.14 or later, as root)." >&2; exit 1; }
-	uring_before=$(cat "$URING_PARAM")
-	cleanup_uring() {
-		echo "$uring_before" >"$URING_PARAM"
-		cleanup
-	}
-	trap cleanup_uring EXIT
-	echo Y >"$URING_PARAM"
-fi
+uring_switch_for "$THIS_OPTS,$BASELINE_OPTS"
 
 run() { python3 tests/bench/reader.py "$1" "$2"; }   # -> "seconds files bytes"
 mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
@@ -56,13 +46,7 @@ sed "s|^|$MNT/|" "$WORK/order" >"$WORK/mounted"
 mount_dlcache "$SRC" cache_size=100G
 run "$WORK/mounted" 4 >/dev/null
 unmount_dlcache
-sqlite3 -separator ' ' "$WORK/cache/index.db" 'SELECT path, name FROM entries' | python3 -c '
-import sys
-cache, order = sys.argv[1], sys.argv[2]
-names = dict(line.split(" ", 1) for line in sys.stdin.read().splitlines())
-for p in open(order).read().split():
-    n = names[p]
-    print("%s/data/%s/%s" % (cache, n[:2], n))' "$WORK/cache" "$WORK/order" >"$WORK/native"
+cache_files_in_order "$WORK/cache" "$WORK/order" >"$WORK/native"
 ROUNDS=${ROUNDS:-3}
 BASELINE=${BASELINE:-$DLCACHE}
 THIS=$DLCACHE

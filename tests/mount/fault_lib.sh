@@ -62,12 +62,14 @@ expect_daemon_exit() {
 	expect_eq "daemon exit status" "$rc" "$2"
 }
 
-# open_fds: descriptors the daemon holds now, less the clones of /dev/fuse
-# that libfuse opens for each worker thread it starts.
+# open_fds: descriptors the daemon holds now, less those libfuse keeps per
+# worker thread: its clone of /dev/fuse, and the pipe it makes on the
+# thread's first spliced reply (a hit on a cache file) and keeps for reuse.
 open_fds() {
-	local fd n=0
+	local fd n=0 target
 	for fd in /proc/"$DAEMON_PID"/fd/*; do
-		[ "$(readlink "$fd")" = /dev/fuse ] || n=$((n + 1))
+		target=$(readlink "$fd") || continue
+		[ "$target" = /dev/fuse ] || [[ "$target" == pipe:* ]] || n=$((n + 1))
 	done
 	echo "$n"
 }

@@ -9,7 +9,7 @@
 #   small files: FILES files of ~110 KB (default 4000), 4 readers;
 #   a large file: one 512 MiB file (cached by blocks), read with dd bs=1M;
 # and the same files read natively from the source after a drop, for scale.
-# Prints the best of ROUNDS (default 3) rounds of each, as MB/s and as a
+# Prints the best of ROUNDS (default 3) rounds of each, as MiB/s and as a
 # ratio to the native read.  Needs root and /dev/fuse.
 #
 #     BASELINE=/path/to/older/dlcache tests/bench/epoch2.sh
@@ -42,10 +42,6 @@ dd_seconds() {
 	t0=$(now)
 	dd if="$1" of=/dev/null bs=1M status=none
 	since "$t0"
-}
-declare -A best
-keep_min() {
-	if [ -z "${best[$1]:-}" ] || awk "BEGIN {exit !($2 < ${best[$1]})}"; then best[$1]=$2; fi
 }
 # epoch2 BUILD SOURCE: an empty cache, epoch 1, a drop; prints epoch 2's seconds.
 epoch2() {
@@ -85,7 +81,6 @@ for round in $(seq "$ROUNDS"); do
 	echo "round $round done" >&2
 done
 
-mbps() { awk "BEGIN {printf \"%.0f\", $1 / $2 / 1048576}"; }
 echo "epoch 2 in the mount that cached epoch 1, page cache dropped, best of $ROUNDS rounds"
 echo "  this: $("$THIS" --version) ${THIS_OPTS:+-o $THIS_OPTS}; baseline: $BASELINE ${BASELINE_OPTS:+-o $BASELINE_OPTS}"
 printf '%-36s %10s %18s %18s\n' "" native "this build" baseline
@@ -93,6 +88,6 @@ for kind in $KINDS; do
 	bytes=$small_bytes label="$FILES files of ~110 KB, 4 readers"
 	[ "$kind" = big ] && bytes=$((512 << 20)) label="a 512 MiB file (blocks), dd bs=1M"
 	n=${best[native $kind]} t=${best[this $kind]} b=${best[baseline $kind]}
-	printf '%-36s %5s MiB/s %5s MiB/s %5s %5s MiB/s %5s\n' "$label" "$(mbps "$bytes" "$n")" \
-		"$(mbps "$bytes" "$t")" "$(ratio "$n" "$t")" "$(mbps "$bytes" "$b")" "$(ratio "$n" "$b")"
+	printf '%-36s %5s MiB/s %5s MiB/s %5s %5s MiB/s %5s\n' "$label" "$(mbps "$n" "$bytes")" \
+		"$(mbps "$t" "$bytes")" "$(ratio "$n" "$t")" "$(mbps "$b" "$bytes")" "$(ratio "$n" "$b")"
 done

@@ -107,6 +107,14 @@ for p in open(order).read().split():
     print("%s/data/%s/%s" % (cache, n[:2], n))' "$1" "$2"
 }
 
+# keep_min NAME VALUE: best[NAME] = min(best[NAME], VALUE) (the best of rounds).
+declare -A best
+keep_min() {
+	if [ -z "${best[$1]:-}" ] || awk "BEGIN {exit !($2 < ${best[$1]})}"; then best[$1]=$2; fi
+}
+# mbps SECONDS BYTES: MiB/s.
+mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
+
 now() { date +%s.%N; }
 since() { awk "BEGIN {printf \"%.3f\", $(now) - $1}"; }
 ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }

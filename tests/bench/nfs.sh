@@ -26,7 +26,6 @@ trap 'exit 143' TERM
 
 nfs_url() { echo "nfs://127.0.0.1/export/$1?version=4&nfsport=$GANESHA_PORT"; }
 rate() { awk "BEGIN {printf \"%.0f\", $1 / $2}"; }
-mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
 
 empty_tree "$BENCH_DIR/meta" "$ENTRIES" >/dev/null
 data_tree "$BENCH_DIR/data" "$FILES" >/dev/null

@@ -37,7 +37,6 @@ BASELINE_OPTS=${BASELINE_OPTS-passthrough=0}
 uring_switch_for "$THIS_OPTS,$BASELINE_OPTS"
 
 run() { python3 tests/bench/reader.py "$1" "$2"; }   # -> "seconds files bytes"
-mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
 
 (cd "$SRC" && find train -type f) | shuf --random-source=<(yes) >"$WORK/order"
 sed "s|^|$MNT/|" "$WORK/order" >"$WORK/mounted"
@@ -61,11 +60,6 @@ for p in paths:
     os.close(os.open(p, os.O_RDONLY))
 print("%.1f" % ((time.monotonic() - start) / len(paths) * 1e6))
 PY
-}
-# keep_min NAME VALUE: best[NAME] = min(best[NAME], VALUE).
-declare -A best
-keep_min() {
-	if [ -z "${best[$1]:-}" ] || awk "BEGIN {exit !($2 < ${best[$1]})}"; then best[$1]=$2; fi
 }
 # with BUILD: mounts the cache with this build ("this") or the baseline.
 with() {

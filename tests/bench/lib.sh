@@ -7,12 +7,8 @@ DLCACHE=${DLCACHE:-$PWD/build/dlcache}
 WORK=$(mktemp -d /tmp/dlcache-bench.XXXXXX)
 MNT=$WORK/mnt
 mkdir -p "$MNT"
-# Debian's python3 whatever PATH finds first (tests/mount/lib.sh says why).
-if [ -x /usr/bin/python3 ]; then
-	mkdir -p "$WORK/bin"
-	ln -s /usr/bin/python3 "$WORK/bin/python3"
-	PATH=$WORK/bin:$PATH
-fi
+. tests/debian_python.sh     # lib.sh has cd'ed to the source tree
+debian_python_first "$WORK/bin"
 PID=
 cleanup() {
 	mountpoint -q "$MNT" && fusermount3 -u "$MNT"

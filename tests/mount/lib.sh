@@ -21,16 +21,8 @@ DAEMON_PID=
 ALLOWED_LOG='^$'          # extended regex of daemon stderr lines a test expects
 mkdir -p "$SRC" "$MNT"
 
-# The suites' python3 is Debian's (tests/run.sh installs it), whatever PATH
-# finds first: a version manager's shim (pyenv's is a bash script that execs
-# its own Python) costs 0.4 s a start against 0.06, and the suites start
-# Python thousands of times.  A symlink in PATH, not a shell function, so
-# that background jobs ($!) and commands like timeout find it too.
-if [ -x /usr/bin/python3 ]; then
-	mkdir -p "$WORK/bin"
-	ln -s /usr/bin/python3 "$WORK/bin/python3"
-	PATH=$WORK/bin:$PATH
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/../debian_python.sh"
+debian_python_first "$WORK/bin"
 
 cleanup() {
 	local rc=$?

@@ -149,8 +149,8 @@ void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out);
 
 /*
  * Blocks (cache_blocks.c).  A file larger than cache_max_file is cached as
- * blocks of block_size bytes (the last one shorter), each a store entry
- * with its own xxh3.  The file is one entry of the policy: admitted, with
+ * blocks of block_size bytes (the last one shorter), each a store range
+ * with its own xxh3, all in one data file per large file.  The file is one entry of the policy: admitted, with
  * its whole footprint charged, when its first block is offered; scored by
  * its path; evicted whole.  Block index i holds bytes [i * block_size,
  * min((i + 1) * block_size, size)).
@@ -178,9 +178,30 @@ bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t ind
 int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, void *buf,
 			 uint64_t size);
 
-/* An fd on block index of ino, checked by dlc_cache_block_read earlier in
- * this mount and unchanged since; -ESTALE otherwise. */
+/* An fd on the data file of ino, whose block index (at index * block_size)
+ * was checked by dlc_cache_block_read or written earlier in this mount and
+ * is unchanged since; -ESTALE otherwise. */
 int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index);
+
+/*
+ * The whole of a large file from the cache: an fd on its data file (the
+ * file's exact bytes) when every block is ready and checked in this mount
+ * and the data file has not changed since, for the open to pass through or
+ * splice as a whole file's; -ESTALE otherwise.
+ */
+int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino);
+
+/*
+ * Checks the blocks of ino not checked yet in this mount, when every block
+ * is ready, reading them through the page cache (which the kernel then
+ * serves from).  0 when all are checked now; -ENOENT when ino is not
+ * complete in the cache; -EFBIG when more than max_bytes would be read (the
+ * blocks are then checked as they are read); -EBADMSG when some block was
+ * bad (dropped and counted as corrupt: the file is read by blocks, and that
+ * one comes from the source again); -ESTALE when the data file changed
+ * meanwhile; other -errno.
+ */
+int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t max_bytes);
 
 /*
  * Offers block index of ino, just read from the source (size bytes).  The

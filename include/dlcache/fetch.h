@@ -144,6 +144,19 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
 void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t readahead_max,
 			  uint64_t kernel_readahead);
 
+/*
+ * A large file whose blocks are all cached, opened whole: an fd on its
+ * data file (dlc_cache_blocks_open_whole), for an open the kernel serves
+ * itself (passthrough).  With check, blocks not yet checked in this mount
+ * are checked first (dlc_cache_blocks_check_whole; it reads them, so not on
+ * a FUSE request thread), unless they pass an eighth of the machine's
+ * memory (their pages would not stay cached until read).  -ESTALE when the
+ * file must be read by blocks (dlc_fetch_open_direct).  Counted by
+ * dlc_fetch_note_whole_hit once the open keeps it.
+ */
+int dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino, bool check);
+void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino);
+
 /* Reads of a file larger than max_file, through its reader.  0 or -errno. */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out);
 /* The count read (short only at the end of the file), or -EIO, -ENOMEM. */

@@ -61,6 +61,7 @@ enum dlc_stat {
 	DLC_STAT_BLOCK_ADMISSIONS,     /* blocks written to the cache */
 	DLC_STAT_READAHEADS,           /* blocks fetched ahead of a sequential reader */
 	DLC_STAT_HEAD_READS,           /* first reads of a large file served by a small source read */
+	DLC_STAT_WHOLE_BLOCK_OPENS,    /* opens of a large file served whole from its cached blocks */
 	DLC_STAT_COUNT,
 };
 

@@ -6,11 +6,15 @@
  * an existing directory is left alone, but cache_dir itself must belong to
  * the caller and be writable by nobody else):
  *   lock           flock(2)ed while a daemon uses the directory
- *   index.db       SQLite (WAL): entries(path TEXT PRIMARY KEY, name TEXT UNIQUE,
- *                  size, mtime_ns, hash) and meta(key TEXT PRIMARY KEY, value)
- *   data/XX/NAME   one file per cached sample, its exact bytes; NAME is the 16
- *                  hex digits of XXH3_64(path), XX its first two
- *   tmp/           inserts in progress
+ *   index.db       SQLite (WAL): entries(path TEXT PRIMARY KEY, name, file,
+ *                  offset, size, mtime_ns, hash) and meta(key TEXT PRIMARY KEY,
+ *                  value); format 2 (format 1 is migrated at open)
+ *   data/XX/NAME   a whole file: one per cached sample, its exact bytes; NAME
+ *                  is the 16 hex digits of XXH3_64(path), XX its first two.
+ *                  Or a shared data file: the ranges (blocks) of one large
+ *                  file at their offsets, sparse until all are in; NAME is
+ *                  XXH3_64 of the key the ranges share (file)
+ *   tmp/           inserts of whole files in progress
  *
  * The store decides nothing about what to keep (that is policy.c): it keeps
  * what it is told, and it never hands out bytes that do not match the xxh3
@@ -86,9 +90,10 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
  * The stamp (when stamp is not NULL) that dlc_store_read fills on success
  * identifies the file as it was checked: device, inode number, size, mtime
  * and ctime, which change whenever anything writes, truncates or replaces the
- * file.  dlc_store_open_checked opens path's cached copy for reading by
- * range without reading it, if its stamp is still stamp: returns the fd, or
- * -ESTALE (changed since it was checked: read it whole again), -ENOENT.
+ * file.  dlc_store_open_checked opens path's cached copy (or, path being a
+ * ranges' file key, their shared data file) for reading by range without
+ * reading it, if its stamp is still stamp: returns the fd, or -ESTALE
+ * (changed since it was checked: read it whole again), -ENOENT.
  */
 int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp);
 
@@ -104,8 +109,72 @@ int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t s
 int dlc_store_insert(struct dlc_store *store, const char *path, const void *data,
 		     uint64_t size, int64_t mtime_ns, uint64_t *hash, uint64_t *stamp);
 
-/* Deletes the cached copy of path, file and row; 0 or -ENOENT. */
+/*
+ * Deletes the cached copy of path, file and row; 0 or -ENOENT.  For a range,
+ * only its row: its shared data file is deleted with its last row.
+ */
 int dlc_store_remove(struct dlc_store *store, const char *path);
+
+/*
+ * Ranges: the blocks of one large file, each a row of its own (path, its
+ * size and xxh3) whose bytes sit at offset in one data file that the
+ * ranges share, named by the key file (by the caller's convention, never a
+ * whole file's path).  One data file holding a whole large file can be
+ * handed to the kernel (FUSE passthrough) like a whole file's.
+ *
+ * DESIGN (crash safety).  An insert writes the bytes at offset in the data
+ * file (created if absent, sparse meanwhile), then adds the row; nothing is
+ * renamed, so a crash can leave bytes without a row (never served: a read
+ * goes by the row), a row whose bytes were not written or were torn (the
+ * unclean scan drops a row beyond the file's end, and the xxh3 check of a
+ * read catches the rest), and a data file without any row (the scan deletes
+ * it).  A data file is deleted whole (dlc_store_remove_file, or with its
+ * last row), never cut: a descriptor the kernel holds on it keeps reading
+ * the bytes it was given.
+ */
+
+/*
+ * Writes size bytes of data at offset of file's data file and records
+ * them as path's row.  Stores the xxh3 of data in *hash and the stamps of
+ * the data file just before and just after the write in *before (0 when
+ * the file did not exist) and *after (see dlc_store_open_checked): a caller
+ * that serializes its writes to one file and finds *before equal to the
+ * stamp it recorded after its previous write knows that nothing else wrote
+ * the file in between.  0; -ENOSPC; -EEXIST (file's name collides with
+ * another key's); other -errno.
+ */
+int dlc_store_insert_range(struct dlc_store *store, const char *path, const char *file,
+			   uint64_t offset, const void *data, uint64_t size, int64_t mtime_ns,
+			   uint64_t *hash, uint64_t *before, uint64_t *after);
+
+/*
+ * dlc_store_read for a range: reads size bytes at offset of file's data
+ * file, which must hold them (-EBADMSG otherwise), and checks their xxh3;
+ * *stamp is the data file's.  O_DIRECT as dlc_store_read when buf, size and
+ * offset are aligned.
+ */
+int dlc_store_read_range(struct dlc_store *store, const char *file, uint64_t offset, void *buf,
+			 uint64_t size, uint64_t hash, uint64_t *stamp);
+
+/*
+ * Checks n ranges of file's data file, read through the page cache:
+ * ranges[i].ok tells whether the file holds range i with its hash.  The pages read stay in the page cache, for the kernel to serve
+ * from next (the whole-file open of a large file).  *stamp is the data
+ * file's, the same before and after the check.  0; -ESTALE when the file
+ * changed during the check; -ENOENT; other -errno.
+ */
+struct dlc_store_range {
+	uint64_t offset;
+	uint64_t size;
+	uint64_t hash;
+	bool ok;
+};
+
+int dlc_store_check_ranges(struct dlc_store *store, const char *file,
+			   struct dlc_store_range *ranges, size_t n, uint64_t *stamp);
+
+/* Deletes file's data file and the rows of all its ranges; 0 or -ENOENT. */
+int dlc_store_remove_file(struct dlc_store *store, const char *file);
 
 /*
  * Records source (the mount's source, canonical) as the dataset this cache

@@ -62,6 +62,7 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_BLOCK_ADMISSIONS] = "block_admissions",
 	[DLC_STAT_READAHEADS] = "readaheads",
 	[DLC_STAT_HEAD_READS] = "head_reads",
+	[DLC_STAT_WHOLE_BLOCK_OPENS] = "whole_block_opens",
 };
 
 static const char *const backend_op_names[DLC_BACKEND_OP_COUNT] = {

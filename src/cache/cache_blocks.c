@@ -6,27 +6,44 @@
  * sum of its blocks' footprints, since block_size is a multiple of 4 KiB),
  * scored by its own path (a `SCORE` line on a shard scores the shard), and
  * evicted whole when the policy chooses it.  Its blocks arrive one by one
- * (each a miss of some reader or a readahead) and each is a store entry of
- * its own: path "REL//bINDEX:BLOCK_SIZE", its exact bytes, its xxh3 in the
- * index, inserted crash-safe like a whole file (tmp, rename, row).  A block
- * is checked (read whole, xxh3) the first time it is served in a mount and
- * then opened by its stamp and read by range, as whole files are.
+ * (each a miss of some reader or a readahead) and each is a store range
+ * (store.h): row "REL//bINDEX:BLOCK_SIZE" with its exact length and xxh3,
+ * its bytes at INDEX * BLOCK_SIZE in one data file per large file (key
+ * "REL//blocks:BLOCK_SIZE"), which thus holds the file itself once every
+ * block is in: an open can then hand it to the kernel (passthrough) or
+ * splice from it as from a whole file's (dlc_cache_blocks_open_whole).
  *
- * INVARIANTS (cache->lock guards everything here).  A block_file exists in
- * the table for every inode cached as blocks, from its admission until its
- * last block file is deleted after an eviction.  Per block: ABSENT (no
- * file), WRITING (its writer is inserting it), READY (file and hash known:
+ * Checks.  A block is served from its data file without reading it back
+ * ("checked") when this mount wrote it or read and checked it, and the data
+ * file has not changed since: per file, `stamp` is the data file's stamp as
+ * this mount last knew it good and `checked` marks the blocks proven at that
+ * stamp.  A stamp that differs from the one recorded means something else
+ * changed the file: every mark is cleared, and the block proven now is the
+ * only one at the new stamp.  The file's `io` lock makes the stamps
+ * exact: a write (write lock) takes the stamps just before and just after
+ * its pwrite and records them with its mark before another write can run;
+ * a check (read lock) runs while none does.  After a remount nothing is
+ * checked; dlc_cache_blocks_check_whole checks a complete file at its open.
+ *
+ * INVARIANTS (cache->lock guards everything here but `io`).  A block_file
+ * exists in the table for every inode cached as blocks, from its admission
+ * until its data file is deleted after an eviction.  Per block: ABSENT (no
+ * row), WRITING (its writer is inserting it), READY (row and hash known:
  * served), DELETING (evicted: its evictor deletes it).  The policy charges
  * the whole file while it is admitted, so its blocks on disk, written or
  * being written, never pass its charge; once evicted (`evicted`), its
  * blocks still on disk are counted in pending_bytes until deleted, by the
- * evictor (DELETING) or by their writer (WRITING), `outstanding` counting
- * them and the inode marked deleting until they are all gone, so the disk
- * never holds more than the capacity and the inode is not admitted again
- * before.  A writer waits, as a whole-file writer does, while the charged
- * bytes plus pending_bytes pass the capacity.  Generations come from the
- * cache's one counter, so a reader that checked a block without the lock
- * acts on the outcome only if the same block is still ready.
+ * evictor (DELETING, with the whole data file) or by their writer (WRITING),
+ * `outstanding` counting them and the inode marked deleting until they are
+ * all gone, so the disk never holds more than the capacity and the inode is
+ * not admitted again before.  A writer waits, as a whole-file writer does,
+ * while the charged bytes plus pending_bytes pass the capacity.  A data
+ * file is never cut: a block found bad loses its row and is written again
+ * in place; the file goes whole, so a backing file the kernel holds keeps
+ * the bytes it was given.  Generations come from the cache's one counter,
+ * so a reader that checked a block without the lock acts on the outcome
+ * only if the same block is still ready.  A block_file out of the table is
+ * freed once nobody holds it (`pins`: checks running without the lock).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlcache/cache.h"
 #include "dlcache/log.h"
@@ -52,11 +70,15 @@ struct block_file {
 	uint64_t block_size;
 	uint64_t file_size;
 	bool evicted;                   /* not charged any more: blocks left are deleted */
-	uint32_t outstanding;           /* evicted: block files still to delete */
+	bool unlinked;                  /* out of the table: freed at the last unpin */
+	uint32_t outstanding;           /* evicted: blocks still to delete */
+	uint32_t pins;                  /* checks holding it without the lock */
 	uint8_t *state;                 /* enum block_state per block */
 	uint64_t *hashes;               /* per block, valid when READY */
-	uint64_t *stamps;               /* per block: as checked in this mount, 0 = not yet */
+	uint8_t *checked;               /* per block: proven at `stamp` in this mount */
+	uint64_t stamp;                 /* the data file as this mount last knew it, 0 = never */
 	uint32_t *generations;          /* per block, set when it becomes READY */
+	pthread_rwlock_t io;            /* writes (write lock) against checks (read lock) */
 	struct block_file *next;        /* chain of the table */
 };
 
@@ -85,13 +107,31 @@ static uint64_t block_len(const struct block_file *f, uint32_t index)
 	return f->file_size - start < f->block_size ? f->file_size - start : f->block_size;
 }
 
+static void destroy(struct block_file *f)
+{
+	pthread_rwlock_destroy(&f->io);
+	free(f->state);
+	free(f->hashes);
+	free(f->checked);
+	free(f->generations);
+	free(f);
+}
+
 static struct block_file *create(struct dlc_cache *cache, uint32_t ino, uint64_t block_size,
 				 uint64_t file_size)
 {
 	struct block_file *f = calloc(1, sizeof(*f));
 	uint64_t nblocks = (file_size + block_size - 1) / block_size;
+	pthread_rwlockattr_t attr;
 
-	if (!f || nblocks == 0 || nblocks > UINT32_MAX)
+	if (!f)
+		return NULL;
+	/* Writers first: a stream of checks must not hold a block's write back. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&f->io, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	if (nblocks == 0 || nblocks > UINT32_MAX)
 		goto fail;
 	f->ino = ino;
 	f->nblocks = (uint32_t)nblocks;
@@ -99,31 +139,16 @@ static struct block_file *create(struct dlc_cache *cache, uint32_t ino, uint64_t
 	f->file_size = file_size;
 	f->state = calloc(nblocks, sizeof(*f->state));
 	f->hashes = calloc(nblocks, sizeof(*f->hashes));
-	f->stamps = calloc(nblocks, sizeof(*f->stamps));
+	f->checked = calloc(nblocks, sizeof(*f->checked));
 	f->generations = calloc(nblocks, sizeof(*f->generations));
-	if (!f->state || !f->hashes || !f->stamps || !f->generations)
+	if (!f->state || !f->hashes || !f->checked || !f->generations)
 		goto fail;
 	f->next = *bucket_of(cache, ino);
 	*bucket_of(cache, ino) = f;
 	return f;
 fail:
-	if (f) {
-		free(f->state);
-		free(f->hashes);
-		free(f->stamps);
-		free(f->generations);
-	}
-	free(f);
+	destroy(f);
 	return NULL;
-}
-
-static void destroy(struct block_file *f)
-{
-	free(f->state);
-	free(f->hashes);
-	free(f->stamps);
-	free(f->generations);
-	free(f);
 }
 
 /* Takes f out of the table and frees it; its inode is no longer cached. */
@@ -137,7 +162,27 @@ static void unlink_free(struct dlc_cache *cache, struct block_file *f)
 	}
 	cache->hashes[f->ino] = 0;
 	set_deleting(cache, f->ino, false);
-	destroy(f);
+	if (f->pins)
+		f->unlinked = true;
+	else
+		destroy(f);
+}
+
+/* A check is done with f (lock held); f may be freed. */
+static void unpin(struct block_file *f)
+{
+	if (--f->pins == 0 && f->unlinked)
+		destroy(f);
+}
+
+/* Block index is proven good in the data file as it is at stamp (lock held). */
+static void note_checked(struct block_file *f, uint32_t index, uint64_t stamp)
+{
+	if (stamp != f->stamp) {
+		memset(f->checked, 0, f->nblocks);
+		f->stamp = stamp;
+	}
+	f->checked[index] = 1;
 }
 
 static int block_path(const struct dlc_cache *cache, uint32_t ino, uint32_t index,
@@ -152,6 +197,27 @@ static int block_path(const struct dlc_cache *cache, uint32_t ino, uint32_t inde
 	len = strlen(buf);
 	n = snprintf(buf + len, size - len, BLOCK_SEPARATOR "%" PRIu32 ":%" PRIu64, index, block_size);
 	return n < 0 || (size_t)n >= size - len ? -ENAMETOOLONG : 0;
+}
+
+/* The key of ino's data file (store.h's ranges): "REL//blocks:BLOCK_SIZE". */
+static int data_key(const struct dlc_cache *cache, uint32_t ino, uint64_t block_size, char *buf,
+		    size_t size)
+{
+	int rc = dlc_snapshot_path(cache->snapshot, ino, buf, size);
+	size_t len;
+	int n;
+
+	if (rc < 0)
+		return rc;
+	len = strlen(buf);
+	n = snprintf(buf + len, size - len, "//blocks:%" PRIu64, block_size);
+	return n < 0 || (size_t)n >= size - len ? -ENAMETOOLONG : 0;
+}
+
+/* Where block index starts in the file and in its data file. */
+static uint64_t block_offset(const struct block_file *f, uint32_t index)
+{
+	return (uint64_t)index * f->block_size;
 }
 
 static int64_t mtime_ns(const struct dlc_node *node)
@@ -201,47 +267,42 @@ struct block_file *dlc_cache_blocks_evict(struct dlc_cache *cache, uint32_t ino)
 	return evictor_deletes ? f : NULL;
 }
 
-void dlc_cache_blocks_delete_evicted(struct dlc_cache *cache, struct block_file *f)
+/* Deletes f's data file and its rows; the DELETING blocks are then gone. */
+static void remove_data_file(struct dlc_cache *cache, const struct block_file *f)
 {
-	char path[DLC_SNAPSHOT_PATH_MAX];
-	uint32_t *doomed, count = 0;
+	char key[DLC_SNAPSHOT_PATH_MAX];
 
-	pthread_mutex_lock(&cache->lock);
-	doomed = malloc(f->nblocks * sizeof(*doomed));
-	for (uint32_t i = 0; i < f->nblocks; i++) {
+	if (data_key(cache, f->ino, f->block_size, key, sizeof(key)) == 0)
+		(void)dlc_store_remove_file(cache->store, key);
+}
+
+/* Settles f's DELETING blocks once its data file is gone (lock held); f
+ * may be freed.  The blocks being written are their writers' to settle. */
+static void settle_deleted(struct dlc_cache *cache, struct block_file *f)
+{
+	for (uint32_t i = 0, n = f->nblocks; i < n; i++) {
 		if (f->state[i] != BLOCK_DELETING)
 			continue;
-		if (!doomed) {
-			/* Out of memory: delete under the lock. */
-			if (block_path(cache, f->ino, i, f->block_size, path, sizeof(path)) == 0)
-				(void)dlc_store_remove(cache->store, path);
-			if (f->outstanding == 1) {
-				settle_evicted_block(cache, f, i);
-				break;          /* f is freed */
-			}
+		if (f->outstanding == 1) {
 			settle_evicted_block(cache, f, i);
-			continue;
+			return;         /* f is freed */
 		}
-		doomed[count++] = i;
+		settle_evicted_block(cache, f, i);
 	}
-	pthread_mutex_unlock(&cache->lock);
-	if (!doomed)
-		return;
+}
+
+void dlc_cache_blocks_delete_evicted(struct dlc_cache *cache, struct block_file *f)
+{
 	/* Only this evictor touches DELETING blocks, and f lives while they do. */
-	for (uint32_t k = 0; k < count; k++)
-		if (block_path(cache, f->ino, doomed[k], f->block_size, path, sizeof(path)) == 0)
-			(void)dlc_store_remove(cache->store, path);
+	remove_data_file(cache, f);
 	pthread_mutex_lock(&cache->lock);
-	for (uint32_t k = 0; k < count; k++)
-		settle_evicted_block(cache, f, doomed[k]);      /* the last may free f */
+	settle_deleted(cache, f);
 	pthread_mutex_unlock(&cache->lock);
-	free(doomed);
 }
 
 void dlc_cache_blocks_drop(struct dlc_cache *cache, uint32_t ino)
 {
 	struct block_file *f;
-	char path[DLC_SNAPSHOT_PATH_MAX];
 
 	dlc_policy_remove(cache->policy, ino);
 	f = find(cache, ino);
@@ -253,17 +314,8 @@ void dlc_cache_blocks_drop(struct dlc_cache *cache, uint32_t ino)
 		f = NULL;       /* already being deleted by its evictor */
 	if (!f)
 		return;
-	for (uint32_t i = 0, left = f->nblocks; i < left; i++) {
-		if (f->state[i] != BLOCK_DELETING)
-			continue;
-		if (block_path(cache, f->ino, i, f->block_size, path, sizeof(path)) == 0)
-			(void)dlc_store_remove(cache->store, path);
-		if (f->outstanding == 1) {
-			settle_evicted_block(cache, f, i);
-			return;         /* f is freed */
-		}
-		settle_evicted_block(cache, f, i);
-	}
+	remove_data_file(cache, f);
+	settle_deleted(cache, f);
 }
 
 bool dlc_cache_blocks_is_block_path(const char *path)
@@ -389,17 +441,32 @@ bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t ind
 
 	pthread_mutex_lock(&cache->lock);
 	f = ready_block(cache, ino, index);
-	checked = f && f->stamps[index] != 0;
+	checked = f && f->checked[index];
 	pthread_mutex_unlock(&cache->lock);
 	return checked;
+}
+
+/* Block index of f was proven bad (lock held): its row goes, and the kernel
+ * must not keep reading the data file through a kept backing id. */
+static void drop_bad_block(struct dlc_cache *cache, struct block_file *f, uint32_t index,
+			   const char *path, int rc)
+{
+	f->state[index] = BLOCK_ABSENT;
+	f->checked[index] = 0;
+	(void)dlc_store_remove(cache->store, path);
+	if (cache->drop_hook)
+		cache->drop_hook(cache->drop_arg, f->ino);
+	dlc_stats_add(cache->stats, DLC_STAT_CORRUPT, 1);
+	dlc_log(DLC_LOG_WARNING, "cached block %s dropped: %s", path,
+		rc == -EBADMSG ? "its size or xxh3 does not match" : strerror(-rc));
 }
 
 int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, void *buf,
 			 uint64_t size)
 {
-	char path[DLC_SNAPSHOT_PATH_MAX];
-	struct block_file *f;
-	uint64_t hash, block_size, stamp;
+	char path[DLC_SNAPSHOT_PATH_MAX], key[DLC_SNAPSHOT_PATH_MAX];
+	struct block_file *f, *now;
+	uint64_t hash, stamp = 0;
 	uint32_t generation;
 	int rc;
 
@@ -411,26 +478,38 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 	}
 	hash = f->hashes[index];
 	generation = f->generations[index];
-	block_size = f->block_size;
+	f->pins++;
 	pthread_mutex_unlock(&cache->lock);
 
-	rc = block_path(cache, ino, index, block_size, path, sizeof(path));
-	if (rc < 0)
-		return -ENOENT;
-	rc = dlc_store_read(cache->store, path, buf, size, hash, &stamp);
-	if (cache->read_hook)
-		rc = cache->read_hook(cache->hook_arg, ino, rc);
-	pthread_mutex_lock(&cache->lock);
-	f = ready_block(cache, ino, index);
-	if (f && f->generations[index] != generation)
-		f = NULL;       /* evicted, or another copy since: act on nothing */
+	rc = block_path(cache, ino, index, f->block_size, path, sizeof(path));
+	if (rc == 0)
+		rc = data_key(cache, ino, f->block_size, key, sizeof(key));
 	if (rc == 0) {
-		if (f)
-			f->stamps[index] = stamp;
+		/* No write of this file runs while it is read: its stamp is exact. */
+		pthread_rwlock_rdlock(&f->io);
+		rc = dlc_store_read_range(cache->store, key, block_offset(f, index), buf, size, hash,
+					  &stamp);
+		if (cache->read_hook)
+			rc = cache->read_hook(cache->hook_arg, ino, rc);
+		pthread_mutex_lock(&cache->lock);
+		pthread_rwlock_unlock(&f->io);
+	} else {
+		pthread_mutex_lock(&cache->lock);
+		rc = -ENOENT;   /* not a block this mount can name: nothing to act on */
+		path[0] = '\0';
+	}
+	now = ready_block(cache, ino, index);
+	if (now != f || f->generations[index] != generation)
+		now = NULL;     /* evicted, or another copy since: act on nothing */
+	if (rc == 0) {
+		if (now)
+			note_checked(f, index, stamp);
+		unpin(f);
 		pthread_mutex_unlock(&cache->lock);
 		return 0;
 	}
 	if (rc != -EBADMSG && rc != -ENOENT) {
+		unpin(f);
 		pthread_mutex_unlock(&cache->lock);
 		if (!atomic_exchange(&cache->transient_logged, true))
 			dlc_log(DLC_LOG_WARNING, "cannot read the cached block %s (%s); it is kept and the read goes to the source (logged once)",
@@ -438,41 +517,145 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 		dlc_stats_add(cache->stats, DLC_STAT_CACHE_READ_ERRORS, 1);
 		return -ENOENT;
 	}
-	if (f) {
-		/* Proven bad: this block goes (the file stays charged); the
-		 * caller reads it from the source and offers it again. */
-		f->state[index] = BLOCK_ABSENT;
-		f->stamps[index] = 0;
-		(void)dlc_store_remove(cache->store, path);
-		dlc_stats_add(cache->stats, DLC_STAT_CORRUPT, 1);
-		dlc_log(DLC_LOG_WARNING, "cached block %s dropped: %s", path,
-			rc == -EBADMSG ? "its size or xxh3 does not match" : strerror(-rc));
-	}
+	/* Proven bad: this block goes (the file stays charged); the caller
+	 * reads it from the source and offers it again. */
+	if (now && path[0])
+		drop_bad_block(cache, f, index, path, rc);
+	unpin(f);
 	pthread_mutex_unlock(&cache->lock);
 	return -ENOENT;
 }
 
 int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
 {
-	char path[DLC_SNAPSHOT_PATH_MAX];
+	char key[DLC_SNAPSHOT_PATH_MAX];
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
 	int rc;
 
 	pthread_mutex_lock(&cache->lock);
 	f = ready_block(cache, ino, index);
-	if (f) {
-		stamp = f->stamps[index];
+	if (f && f->checked[index]) {
+		stamp = f->stamp;
 		block_size = f->block_size;
 	}
 	pthread_mutex_unlock(&cache->lock);
 	if (!stamp)
 		return -ESTALE;
-	rc = block_path(cache, ino, index, block_size, path, sizeof(path));
+	rc = data_key(cache, ino, block_size, key, sizeof(key));
 	if (rc < 0)
 		return -ESTALE;
-	rc = dlc_store_open_checked(cache->store, path, stamp);
+	rc = dlc_store_open_checked(cache->store, key, stamp);
 	return rc == -ENOENT ? -ESTALE : rc;
+}
+
+/* Whether every block of f is ready (lock held). */
+static bool complete(const struct block_file *f)
+{
+	for (uint32_t i = 0; i < f->nblocks; i++)
+		if (f->state[i] != BLOCK_READY)
+			return false;
+	return true;
+}
+
+int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
+{
+	char key[DLC_SNAPSHOT_PATH_MAX];
+	struct block_file *f;
+	uint64_t stamp = 0, block_size = 0;
+	int rc;
+
+	pthread_mutex_lock(&cache->lock);
+	f = find(cache, ino);
+	if (f && !f->evicted && complete(f) &&
+	    memchr(f->checked, 0, f->nblocks) == NULL) {
+		stamp = f->stamp;
+		block_size = f->block_size;
+	}
+	pthread_mutex_unlock(&cache->lock);
+	if (!stamp)
+		return -ESTALE;
+	rc = data_key(cache, ino, block_size, key, sizeof(key));
+	if (rc < 0)
+		return -ESTALE;
+	rc = dlc_store_open_checked(cache->store, key, stamp);
+	return rc == -ENOENT ? -ESTALE : rc;
+}
+
+int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t max_bytes)
+{
+	char path[DLC_SNAPSHOT_PATH_MAX], key[DLC_SNAPSHOT_PATH_MAX];
+	struct dlc_store_range *ranges = NULL;
+	uint32_t *indexes = NULL, *generations = NULL;
+	uint64_t stamp = 0, bytes = 0;
+	struct block_file *f;
+	size_t n = 0;
+	int rc;
+
+	pthread_mutex_lock(&cache->lock);
+	f = find(cache, ino);
+	if (!f || f->evicted || !complete(f)) {
+		pthread_mutex_unlock(&cache->lock);
+		return -ENOENT;
+	}
+	for (uint32_t i = 0; i < f->nblocks; i++) {
+		if (!f->checked[i]) {
+			n++;
+			bytes += block_len(f, i);
+		}
+	}
+	if (n == 0 || bytes > max_bytes) {
+		pthread_mutex_unlock(&cache->lock);
+		return n == 0 ? 0 : -EFBIG;
+	}
+	ranges = calloc(n, sizeof(*ranges));
+	indexes = calloc(n, sizeof(*indexes));
+	generations = calloc(n, sizeof(*generations));
+	if (!ranges || !indexes || !generations) {
+		pthread_mutex_unlock(&cache->lock);
+		rc = -ENOMEM;
+		goto out;
+	}
+	n = 0;
+	for (uint32_t i = 0; i < f->nblocks; i++) {
+		if (f->checked[i])
+			continue;
+		ranges[n] = (struct dlc_store_range) { .offset = block_offset(f, i),
+						       .size = block_len(f, i), .hash = f->hashes[i] };
+		indexes[n] = i;
+		generations[n++] = f->generations[i];
+	}
+	f->pins++;
+	pthread_mutex_unlock(&cache->lock);
+
+	rc = data_key(cache, ino, f->block_size, key, sizeof(key));
+	if (rc == 0) {
+		pthread_rwlock_rdlock(&f->io);
+		rc = dlc_store_check_ranges(cache->store, key, ranges, n, &stamp);
+		pthread_mutex_lock(&cache->lock);
+		pthread_rwlock_unlock(&f->io);
+	} else {
+		pthread_mutex_lock(&cache->lock);
+	}
+	for (size_t k = 0; rc == 0 && k < n; k++) {
+		uint32_t i = indexes[k];
+
+		if (ready_block(cache, ino, i) != f || f->generations[i] != generations[k])
+			continue;       /* evicted, or another copy since */
+		if (ranges[k].ok) {
+			note_checked(f, i, stamp);
+		} else if (block_path(cache, ino, i, f->block_size, path, sizeof(path)) == 0) {
+			drop_bad_block(cache, f, i, path, -EBADMSG);
+			rc = -EBADMSG;
+		}
+	}
+	unpin(f);
+	pthread_mutex_unlock(&cache->lock);
+out:
+	free(ranges);
+	free(indexes);
+	free(generations);
+	return rc;
 }
 
 /* Admits ino as a file of blocks; lock held, returns its block_file or NULL
@@ -504,13 +687,14 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 			   const void *data, uint64_t size)
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
-	char path[DLC_SNAPSHOT_PATH_MAX];
+	char path[DLC_SNAPSHOT_PATH_MAX], key[DLC_SNAPSHOT_PATH_MAX];
 	struct block_file *f;
-	uint64_t hash, stamp;
+	uint64_t hash, before = 0, after = 0;
 	int rc;
 
 	if (!node || !cache->block_size ||
-	    block_path(cache, ino, index, cache->block_size, path, sizeof(path)) < 0)
+	    block_path(cache, ino, index, cache->block_size, path, sizeof(path)) < 0 ||
+	    data_key(cache, ino, cache->block_size, key, sizeof(key)) < 0)
 		return false;
 	pthread_mutex_lock(&cache->lock);
 	f = find(cache, ino);
@@ -535,13 +719,17 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	}
 	pthread_mutex_unlock(&cache->lock);
 
-	rc = dlc_store_insert(cache->store, path, data, size, mtime_ns(node), &hash, &stamp);
+	/* f lives while this block is WRITING (evicted, it counts in outstanding). */
+	pthread_rwlock_wrlock(&f->io);
+	rc = dlc_store_insert_range(cache->store, path, key, block_offset(f, index), data, size,
+				    mtime_ns(node), &hash, &before, &after);
 	if (cache->write_hook)
 		cache->write_hook(cache->hook_arg, ino);
 
 	pthread_mutex_lock(&cache->lock);
 	if (f->evicted) {
 		/* Evicted while written: its evictor counted it as pending. */
+		pthread_rwlock_unlock(&f->io);
 		pthread_mutex_unlock(&cache->lock);
 		if (rc == 0)
 			(void)dlc_store_remove(cache->store, path);
@@ -553,14 +741,25 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	if (rc == 0) {
 		f->state[index] = BLOCK_READY;
 		f->hashes[index] = hash;
-		f->stamps[index] = stamp;       /* written here: as good as checked */
 		f->generations[index] = ++cache->next_generation;
+		/*
+		 * Written here: as good as checked, at the stamp after the
+		 * write.  The other marks stand if the file was as this mount
+		 * last knew it just before the write (the write lock keeps
+		 * other writes of this mount out of that span).
+		 */
+		if (before != f->stamp)
+			memset(f->checked, 0, f->nblocks);
+		f->stamp = after;
+		f->checked[index] = 1;
 		dlc_stats_add(cache->stats, DLC_STAT_BLOCK_ADMISSIONS, 1);
+		pthread_rwlock_unlock(&f->io);
 		pthread_mutex_unlock(&cache->lock);
 		return true;
 	}
 	f->state[index] = BLOCK_ABSENT;
 	dlc_cache_write_failed(cache, path, rc);
+	pthread_rwlock_unlock(&f->io);
 	pthread_mutex_unlock(&cache->lock);
 	return false;
 }

@@ -380,21 +380,27 @@ static uint64_t stamp_of(const struct stat *st)
 	return stamp ? stamp : 1;
 }
 
-int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
-		   uint64_t hash, uint64_t *stamp)
+/*
+ * Reads size bytes at offset of the data file of key (a whole file's path,
+ * or a ranges' file key) and checks them: a whole file (exact) must have
+ * exactly size bytes, a range's data file must hold them.
+ */
+static int read_at(struct dlc_store *store, const char *key, uint64_t offset, bool exact,
+		   void *buf, uint64_t size, uint64_t hash, uint64_t *stamp)
 {
 	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
 	struct stat st;
 	uint64_t done = 0;
 	int fd, rc = 0;
 
-	if (size > (uint64_t)SSIZE_MAX)
+	if (size > (uint64_t)SSIZE_MAX || offset > (uint64_t)INT64_MAX - size)
 		return -EFBIG;
-	entry_name(path, name);
+	entry_name(key, name);
 	dlc_store_data_path(name, rel);
 	fd = -1;
 	if ((uintptr_t)buf % DLC_STORE_DIRECT_ALIGN == 0 && size % DLC_STORE_DIRECT_ALIGN == 0 &&
-	    size >= DLC_STORE_DIRECT_MIN && !atomic_load_explicit(&store->no_direct, memory_order_relaxed)) {
+	    offset % DLC_STORE_DIRECT_ALIGN == 0 && size >= DLC_STORE_DIRECT_MIN &&
+	    !atomic_load_explicit(&store->no_direct, memory_order_relaxed)) {
 		fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_DIRECT);
 		if (fd < 0 && errno == EINVAL)
 			atomic_store(&store->no_direct, true);  /* tmpfs, say: read through the page cache */
@@ -409,12 +415,14 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
 		rc = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+	if (!S_ISREG(st.st_mode) ||
+	    (exact ? (uint64_t)st.st_size != size : (uint64_t)st.st_size < offset + size)) {
 		rc = -EBADMSG;
 		goto out;
 	}
 	while (done < size) {
-		ssize_t n = pread(fd, (char *)buf + done, (size_t)(size - done), (off_t)done);
+		ssize_t n = pread(fd, (char *)buf + done, (size_t)(size - done),
+				  (off_t)(offset + done));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -435,6 +443,18 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
 out:
 	close(fd);
 	return rc;
+}
+
+int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
+		   uint64_t hash, uint64_t *stamp)
+{
+	return read_at(store, path, 0, true, buf, size, hash, stamp);
+}
+
+int dlc_store_read_range(struct dlc_store *store, const char *file, uint64_t offset, void *buf,
+			 uint64_t size, uint64_t hash, uint64_t *stamp)
+{
+	return read_at(store, file, offset, false, buf, size, hash, stamp);
 }
 
 int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp)
@@ -553,7 +573,7 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 		close(fd);
 	fd = -1;
 	if (rc == 0)
-		rc = dlc_store_put_row(store, path, name, size, mtime_ns, sum);
+		rc = dlc_store_put_row(store, path, name, NULL, 0, size, mtime_ns, sum);
 	if (rc != 0) {
 		/* No row for these bytes: an old row, if any, now finds no file. */
 		unlinkat(store->dir_fd, rel, 0);
@@ -572,34 +592,243 @@ out_unlock:
 	return rc;
 }
 
+/* Unlinks the data file name (logged when that fails); 0 or -errno. */
+static int unlink_data(struct dlc_store *store, const char *name)
+{
+	char rel[DATA_PATH_SIZE];
+
+	dlc_store_data_path(name, rel);
+	if (unlinkat(store->dir_fd, rel, 0) != 0 && errno != ENOENT) {
+		int rc = -errno;
+
+		dlc_log(DLC_LOG_WARNING, "cannot delete %s/%s: %s", store->dir, rel, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+/* Unlinks the shared data file name if no row names it any more.  Mutex held. */
+static void unlink_if_unused(struct dlc_store *store, const char *name)
+{
+	if (dlc_store_name_used(store, name) == 0)
+		(void)unlink_data(store, name);
+}
+
 int dlc_store_remove(struct dlc_store *store, const char *path)
 {
-	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
+	char name[NAME_LEN + 1];
+	bool shared = false;
 	int rc;
 
 	if (store->no_index)
 		return -ENOENT;
-	entry_name(path, name);
-	dlc_store_data_path(name, rel);
 	pthread_mutex_lock(&store->mutex);
+	rc = dlc_store_row_name(store, path, name, &shared);
+	if (rc == 0 && shared) {
+		/* A range: its row goes; its data file with its last row. */
+		rc = dlc_store_begin_change(store);
+		if (rc == 0)
+			rc = dlc_store_delete_row(store, path);
+		if (rc == 0)
+			unlink_if_unused(store, name);
+		goto out;
+	}
+	if (rc != 0 && rc != -ENOENT)
+		goto out;
+	entry_name(path, name);
 	/* The file of a colliding path is not path's to delete. */
 	rc = dlc_store_check_name_owner(store, name, path);
 	if (rc == -EEXIST)
 		rc = -ENOENT;
 	if (rc != 0)
 		goto out;
-	if (unlinkat(store->dir_fd, rel, 0) != 0 && errno != ENOENT) {
-		rc = -errno;
-		dlc_log(DLC_LOG_WARNING, "cannot delete %s/%s: %s", store->dir, rel,
-			strerror(-rc));
+	rc = unlink_data(store, name);
+	if (rc != 0)
 		goto out;
-	}
 	rc = dlc_store_begin_change(store);
 	if (rc != 0)
 		goto out;
 	rc = dlc_store_delete_row(store, path);
 out:
 	pthread_mutex_unlock(&store->mutex);
+	return rc;
+}
+
+int dlc_store_remove_file(struct dlc_store *store, const char *file)
+{
+	char name[NAME_LEN + 1];
+	int rc;
+
+	if (store->no_index)
+		return -ENOENT;
+	entry_name(file, name);
+	pthread_mutex_lock(&store->mutex);
+	rc = dlc_store_check_name_owner(store, name, file);
+	if (rc == -EEXIST)
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = unlink_data(store, name);
+	if (rc == 0)
+		rc = dlc_store_begin_change(store);
+	if (rc == 0)
+		rc = dlc_store_delete_name_rows(store, name);
+	pthread_mutex_unlock(&store->mutex);
+	return rc;
+}
+
+/* Writes size bytes of data at offset of fd; 0 or -errno. */
+static int write_at(int fd, const void *data, uint64_t size, uint64_t offset)
+{
+	uint64_t done = 0;
+
+	while (done < size) {
+		ssize_t n = pwrite(fd, (const char *)data + done, (size_t)(size - done),
+				   (off_t)(offset + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EDQUOT ? -ENOSPC : -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int open_for_range(struct dlc_store *store, const char *rel)
+{
+	return openat(store->dir_fd, rel, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+int dlc_store_insert_range(struct dlc_store *store, const char *path, const char *file,
+			   uint64_t offset, const void *data, uint64_t size, int64_t mtime_ns,
+			   uint64_t *hash, uint64_t *before, uint64_t *after)
+{
+	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
+	struct stat st;
+	uint64_t sum;
+	int fd, rc;
+
+	if (store->no_index)
+		return -ENOSPC;
+	if (size > (uint64_t)SSIZE_MAX || offset > (uint64_t)INT64_MAX - size)
+		return -EFBIG;
+	sum = dlc_xxh3(data, (size_t)size);
+	entry_name(file, name);
+	dlc_store_data_path(name, rel);
+
+	/* Never write into a data file that belongs to another key. */
+	pthread_mutex_lock(&store->mutex);
+	rc = dlc_store_check_name_owner(store, name, file);
+	pthread_mutex_unlock(&store->mutex);
+	if (rc != 0)
+		return rc;
+
+	/* The bytes are written without the lock; only the row takes it. */
+	fd = open_for_range(store, rel);
+	if (fd < 0 && errno == ENOENT && remake_layout(store) == 0)
+		fd = open_for_range(store, rel);
+	if (fd < 0)
+		return errno == ELOOP ? -EBADMSG : errno == EDQUOT ? -ENOSPC : -errno;
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		rc = -EBADMSG;
+	} else {
+		/* A file this open just made is new to every caller. */
+		*before = st.st_size == 0 && offset + size > 0 ? 0 : stamp_of(&st);
+		rc = write_at(fd, data, size, offset);
+	}
+
+	pthread_mutex_lock(&store->mutex);
+	if (rc == 0)
+		rc = dlc_store_begin_change(store);
+	/* As for a whole file: the stamp comes from the descriptor that wrote. */
+	if (rc == 0 && fstat(fd, &st) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && errno != EINTR && rc == 0)
+		rc = errno == EDQUOT ? -ENOSPC : -errno;
+	if (rc == 0)
+		rc = dlc_store_put_row(store, path, name, file, offset, size, mtime_ns, sum);
+	if (rc == 0) {
+		*hash = sum;
+		*after = stamp_of(&st);
+	} else {
+		/* The bytes have no row; nor, maybe, does the file. */
+		unlink_if_unused(store, name);
+	}
+	pthread_mutex_unlock(&store->mutex);
+	return rc;
+}
+
+int dlc_store_check_ranges(struct dlc_store *store, const char *file,
+			   struct dlc_store_range *ranges, size_t n, uint64_t *stamp)
+{
+	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
+	struct stat st, st_after;
+	uint64_t largest = 0;
+	char *buf = NULL;
+	int fd, rc = 0;
+
+	entry_name(file, name);
+	dlc_store_data_path(name, rel);
+	fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP ? -ESTALE : -errno;
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = -ESTALE;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		largest = ranges[i].size > largest ? ranges[i].size : largest;
+	/*
+	 * Read through the page cache on purpose (no O_DIRECT): the pages
+	 * stay for the kernel to serve from next.  Not mapped: a file cut
+	 * behind a mapping would be a SIGBUS, a cut behind pread a short read.
+	 */
+	buf = largest > (uint64_t)SSIZE_MAX ? NULL : malloc(largest ? (size_t)largest : 1);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	for (size_t i = 0; i < n; i++) {
+		struct dlc_store_range *r = &ranges[i];
+		uint64_t done = 0;
+
+		r->ok = false;
+		if (r->offset > (uint64_t)st.st_size || r->size > (uint64_t)st.st_size - r->offset)
+			continue;
+		while (done < r->size) {
+			ssize_t got = pread(fd, buf + done, (size_t)(r->size - done),
+					    (off_t)(r->offset + done));
+
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got < 0) {
+				rc = -errno;
+				goto out;
+			}
+			if (got == 0)
+				break;
+			done += (uint64_t)got;
+		}
+		r->ok = done == r->size && dlc_xxh3(buf, (size_t)r->size) == r->hash;
+	}
+	/* A change behind the check leaves nothing proven. */
+	if (fstat(fd, &st_after) != 0 || stamp_of(&st_after) != stamp_of(&st))
+		rc = -ESTALE;
+	else
+		*stamp = stamp_of(&st);
+out:
+	free(buf);
+	close(fd);
 	return rc;
 }
 

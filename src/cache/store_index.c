@@ -47,7 +47,12 @@
 #include "dlcache/log.h"
 #include "store_private.h"
 
-#define STORE_FORMAT "1"
+/*
+ * Format 2 (this one): rows may share a data file (`file`, `offset`: the
+ * blocks of one large file).  Format 1 had a file per row; its indexes are
+ * migrated in place (migrate_format_1).
+ */
+#define STORE_FORMAT "2"
 #define FLUSH_INTERVAL_NS 1000000000LL  /* the longest a change stays uncommitted */
 #define BUSY_TIMEOUT_MS 5000
 #define WHY_SIZE 160                    /* why an index.db is set aside */
@@ -64,28 +69,66 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
-	[ST_NAME_OWNER] = "SELECT path FROM entries WHERE name = ?1",
-	[ST_UPSERT] = "INSERT OR REPLACE INTO entries(path, name, size, mtime_ns, hash)"
-		      " VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_NAME_OWNER] = "SELECT coalesce(file, path) FROM entries WHERE name = ?1 LIMIT 1",
+	[ST_UPSERT] = "INSERT OR REPLACE INTO entries(path, name, file, offset, size, mtime_ns, hash)"
+		      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_DELETE] = "DELETE FROM entries WHERE path = ?1",
 	[ST_DELETE_ROWID] = "DELETE FROM entries WHERE rowid = ?1",
+	[ST_DELETE_NAME] = "DELETE FROM entries WHERE name = ?1",
+	[ST_ROW_NAME] = "SELECT name, file IS NOT NULL FROM entries WHERE path = ?1",
 	[ST_LOAD] = "SELECT rowid, path, size, mtime_ns, hash FROM entries"
 		    " WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
-	[ST_SCAN] = "SELECT rowid, name, size FROM entries",
+	[ST_SCAN] = "SELECT rowid, name, size, offset, file IS NOT NULL FROM entries",
 	[ST_META_GET] = "SELECT value FROM meta WHERE key = ?1",
 	[ST_META_SET] = "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
 };
 
+/*
+ * entries: one row per cached thing.  A whole file has a data file of its
+ * own: name is NAME(path), file is NULL, offset 0.  A range (a block of a
+ * large file) lives at offset in a data file shared with the other blocks
+ * of that file: file is the key naming it and name is NAME(file).  So
+ * coalesce(file, path) is the key a data file belongs to, and names are
+ * not unique.
+ */
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS entries("
 	" path TEXT PRIMARY KEY NOT NULL,"
-	" name TEXT NOT NULL UNIQUE,"
+	" name TEXT NOT NULL,"
+	" file TEXT,"
+	" offset INTEGER NOT NULL DEFAULT 0,"
 	" size INTEGER NOT NULL,"
 	" mtime_ns INTEGER NOT NULL,"
 	" hash INTEGER NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS entries_name ON entries(name);"
 	"CREATE TABLE IF NOT EXISTS meta("
 	" key TEXT PRIMARY KEY NOT NULL,"
 	" value TEXT NOT NULL);";
+
+/*
+ * Format 1 to 2, in one transaction: the rows of whole files are kept as
+ * they are; the rows of blocks (format 1 kept each block in a file of its
+ * own, under a path holding "//", which no dataset path holds) are dropped,
+ * and "clean" is cleared so that this open's scan deletes their files.
+ * The blocks are fetched again, into the shared files of format 2.
+ */
+static const char migrate_1_sql[] =
+	"BEGIN IMMEDIATE;"
+	"CREATE TABLE entries_2("
+	" path TEXT PRIMARY KEY NOT NULL,"
+	" name TEXT NOT NULL,"
+	" file TEXT,"
+	" offset INTEGER NOT NULL DEFAULT 0,"
+	" size INTEGER NOT NULL,"
+	" mtime_ns INTEGER NOT NULL,"
+	" hash INTEGER NOT NULL);"
+	"INSERT INTO entries_2(path, name, size, mtime_ns, hash)"
+	" SELECT path, name, size, mtime_ns, hash FROM entries WHERE instr(path, '//') = 0;"
+	"DROP TABLE entries;"
+	"ALTER TABLE entries_2 RENAME TO entries;"
+	"INSERT OR REPLACE INTO meta(key, value) VALUES ('format', '2');"
+	"INSERT OR REPLACE INTO meta(key, value) VALUES ('clean', '0');"
+	"COMMIT;";
 
 /* Whether name is a NAME (and, given subdir "XX", one that belongs in it). */
 static bool is_entry_name(const char *name, const char *subdir)
@@ -343,7 +386,9 @@ void dlc_store_close_index(struct dlc_store *store)
 /*
  * Deletes rows whose file is missing or has the wrong size, then files under
  * data/ that have no row.  Runs at open when the index is new or was not
- * closed cleanly, inside the batch transaction.  Mutex held.
+ * closed cleanly, inside the batch transaction.  Mutex held.  A range's bytes
+ * that a crash left unwritten inside its data file are not found here but
+ * by the xxh3 check of its first read.
  */
 static int scan_orphans(struct dlc_store *store, enum index_state state)
 {
@@ -356,13 +401,20 @@ static int scan_orphans(struct dlc_store *store, enum index_state state)
 
 	while ((rc = sqlite3_step(scan)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(scan, 1);
+		uint64_t size = (uint64_t)sqlite3_column_int64(scan, 2);
+		uint64_t offset = (uint64_t)sqlite3_column_int64(scan, 3);
+		bool shared = sqlite3_column_int(scan, 4) != 0;
 		struct stat st;
 
+		/* A whole file has exactly its size; a range must lie inside
+		 * its shared data file. */
 		if (name && is_entry_name(name, NULL)) {
 			dlc_store_data_path(name, rel);
 			if (fstatat(store->dir_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			    S_ISREG(st.st_mode) &&
-			    (uint64_t)st.st_size == (uint64_t)sqlite3_column_int64(scan, 2))
+			    (shared ? offset <= (uint64_t)st.st_size &&
+				      size <= (uint64_t)st.st_size - offset
+				    : (uint64_t)st.st_size == size))
 				continue;
 		}
 		if (n_stale == cap_stale) {
@@ -503,6 +555,44 @@ static int quick_check_row(void *arg, int n, char **values, char **names)
 	return 0;
 }
 
+static int first_value(void *arg, int n, char **values, char **names)
+{
+	char **value = arg;
+
+	(void)names;
+	if (n > 0 && values[0] && !*value)
+		*value = strdup(values[0]);
+	return 0;
+}
+
+/*
+ * Migrates an index of format 1 (see migrate_1_sql); SQLITE_OK also when
+ * there is nothing to migrate (a new index, or another format, which the
+ * format check then refuses).  Mutex held.
+ */
+static int migrate_format_1(struct dlc_store *store)
+{
+	char *format = NULL;
+	int rc;
+
+	/* Fails on a new index (no meta table yet): nothing to migrate. */
+	if (sqlite3_exec(store->db, "SELECT value FROM meta WHERE key = 'format'", first_value,
+			 &format, NULL) != SQLITE_OK || !format || strcmp(format, "1") != 0) {
+		free(format);
+		return SQLITE_OK;
+	}
+	free(format);
+	rc = sqlite3_exec(store->db, migrate_1_sql, NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		if (!sqlite3_get_autocommit(store->db))
+			(void)sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	dlc_log(DLC_LOG_INFO, "%s/index.db: migrated to format %s (cached blocks of large files "
+		"are dropped and fetched again; whole files are kept)", store->dir, STORE_FORMAT);
+	return SQLITE_OK;
+}
+
 /*
  * Opens index.db and checks it.  Returns 0; -EBADMSG with why filled in when the
  * file is unusable and should be set aside; other -errno.  Sets *state to
@@ -542,7 +632,13 @@ static int index_try_open(struct dlc_store *store, enum index_state *state,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(store->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
+		rc = migrate_format_1(store);
+	if (rc == SQLITE_OK) {
 		rc = sqlite3_exec(store->db, schema_sql, NULL, NULL, NULL);
+		/* The tables exist but lack the columns indexed. */
+		if ((rc & 0xff) == SQLITE_ERROR)
+			rc = SQLITE_CORRUPT;
+	}
 	if (rc != SQLITE_OK)
 		goto sqlite_failed;
 	for (int i = 0; i < ST_COUNT; i++) {
@@ -667,7 +763,7 @@ int dlc_store_mark_clean(struct dlc_store *store)
 
 /* The rows that store.c's insert, remove and load read and write. */
 
-int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const char *path)
+int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const char *key)
 {
 	sqlite3_stmt *stmt = store->stmt[ST_NAME_OWNER];
 	int rc, err = 0;
@@ -677,7 +773,7 @@ int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const 
 	if (rc == SQLITE_ROW) {
 		const unsigned char *owner = sqlite3_column_text(stmt, 0);
 
-		if (!owner || strcmp((const char *)owner, path) != 0)
+		if (!owner || strcmp((const char *)owner, key) != 0)
 			err = -EEXIST;
 	} else if (rc != SQLITE_DONE) {
 		err = db_failed(store, "insert", rc);
@@ -687,15 +783,21 @@ int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const 
 }
 
 int dlc_store_put_row(struct dlc_store *store, const char *path, const char *name,
-		      uint64_t size, int64_t mtime_ns, uint64_t hash)
+		      const char *file, uint64_t offset, uint64_t size, int64_t mtime_ns,
+		      uint64_t hash)
 {
 	sqlite3_stmt *upsert = store->stmt[ST_UPSERT];
 
 	sqlite3_bind_text(upsert, 1, path, -1, SQLITE_STATIC);
 	sqlite3_bind_text(upsert, 2, name, NAME_LEN, SQLITE_STATIC);
-	sqlite3_bind_int64(upsert, 3, (sqlite3_int64)size);
-	sqlite3_bind_int64(upsert, 4, mtime_ns);
-	sqlite3_bind_int64(upsert, 5, (sqlite3_int64)hash);
+	if (file)
+		sqlite3_bind_text(upsert, 3, file, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(upsert, 3);
+	sqlite3_bind_int64(upsert, 4, (sqlite3_int64)offset);
+	sqlite3_bind_int64(upsert, 5, (sqlite3_int64)size);
+	sqlite3_bind_int64(upsert, 6, mtime_ns);
+	sqlite3_bind_int64(upsert, 7, (sqlite3_int64)hash);
 	return step_done(store, ST_UPSERT, "insert");
 }
 
@@ -708,6 +810,49 @@ int dlc_store_delete_row(struct dlc_store *store, const char *path)
 	if (rc == 0 && sqlite3_changes(store->db) == 0)
 		rc = -ENOENT;
 	return rc;
+}
+
+int dlc_store_delete_name_rows(struct dlc_store *store, const char *name)
+{
+	sqlite3_bind_text(store->stmt[ST_DELETE_NAME], 1, name, -1, SQLITE_STATIC);
+	return step_done(store, ST_DELETE_NAME, "remove");
+}
+
+int dlc_store_row_name(struct dlc_store *store, const char *path, char name[NAME_LEN + 1],
+		       bool *shared)
+{
+	sqlite3_stmt *stmt = store->stmt[ST_ROW_NAME];
+	int rc, err = -ENOENT;
+
+	sqlite3_bind_text(stmt, 1, path, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		const unsigned char *text = sqlite3_column_text(stmt, 0);
+
+		if (text && is_entry_name((const char *)text, NULL)) {
+			memcpy(name, text, NAME_LEN + 1);
+			*shared = sqlite3_column_int(stmt, 1) != 0;
+			err = 0;
+		} else {
+			err = -EBADMSG;
+		}
+	} else if (rc != SQLITE_DONE) {
+		err = db_failed(store, "remove", rc);
+	}
+	sqlite3_reset(stmt);
+	return err;
+}
+
+int dlc_store_name_used(struct dlc_store *store, const char *name)
+{
+	sqlite3_stmt *stmt = store->stmt[ST_NAME_OWNER];
+	int rc, used;
+
+	sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	used = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : db_failed(store, "remove", rc);
+	sqlite3_reset(stmt);
+	return used;
 }
 
 int dlc_store_load_rows(struct dlc_store *store, int64_t after,

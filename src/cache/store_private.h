@@ -31,6 +31,8 @@ enum stmt_id {
 	ST_UPSERT,
 	ST_DELETE,
 	ST_DELETE_ROWID,
+	ST_DELETE_NAME,
+	ST_ROW_NAME,
 	ST_LOAD,
 	ST_SCAN,
 	ST_META_GET,
@@ -114,16 +116,36 @@ int dlc_store_mark_clean(struct dlc_store *store);
 int dlc_store_meta_get_locked(struct dlc_store *store, const char *key, char **value);
 int dlc_store_meta_set_locked(struct dlc_store *store, const char *key, const char *value);
 
-/* -EEXIST when name belongs to a path other than path (a 64-bit collision). */
-int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const char *path);
+/*
+ * -EEXIST when the data file NAME belongs to a key other than key (a 64-bit
+ * collision); a data file belongs to its whole file's path, or to the file
+ * key its ranges share (store.h).
+ */
+int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const char *key);
 
 /*
  * Adds or replaces path's row, or deletes it (-ENOENT when there was none),
- * in the batch transaction, which dlc_store_begin_change opened.
+ * in the batch transaction, which dlc_store_begin_change opened.  file is
+ * NULL for a whole file (name is NAME(path), offset 0), else the key of the
+ * shared data file (name is NAME(file)).
  */
 int dlc_store_put_row(struct dlc_store *store, const char *path, const char *name,
-		      uint64_t size, int64_t mtime_ns, uint64_t hash);
+		      const char *file, uint64_t offset, uint64_t size, int64_t mtime_ns,
+		      uint64_t hash);
 int dlc_store_delete_row(struct dlc_store *store, const char *path);
+
+/* Deletes every row whose data file is name, in the batch transaction. */
+int dlc_store_delete_name_rows(struct dlc_store *store, const char *name);
+
+/*
+ * path's row: copies its data file's NAME into name and sets *shared when
+ * the row is a range of a shared data file; -ENOENT when path has no row.
+ */
+int dlc_store_row_name(struct dlc_store *store, const char *path, char name[NAME_LEN + 1],
+		       bool *shared);
+
+/* 1 when some row still names the data file name, 0 when none, or -errno. */
+int dlc_store_name_used(struct dlc_store *store, const char *name);
 
 /*
  * Copies up to LOAD_CHUNK rows with rowid > after, in rowid order, into

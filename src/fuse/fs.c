@@ -601,29 +601,68 @@ static int open_local(struct fs *fs, fuse_ino_t ino, struct handle *h, bool *nee
 		return -EISDIR;
 	if (!S_ISREG(node->mode))
 		return -ELOOP;
-	if (node->size <= c->cache_max_file) {
+	if (node->size <= c->cache_max_file)
 		h->fd = dlc_fetch_open_cached(c->fetch, (uint32_t)ino);
-		if (h->fd >= 0) {
-			h->kind = HANDLE_FD;
-			return 0;
-		}
+	else if (dlc_passthrough_on(fs->passthrough))
+		h->fd = dlc_fetch_open_cached_blocks(c->fetch, (uint32_t)ino, false);
+	else
+		h->fd = -ESTALE;        /* read by blocks: splicing 1 MiB replies is slower */
+	if (h->fd >= 0) {
+		h->kind = HANDLE_FD;
+		return 0;
 	}
 	*needs_source = true;
 	return 0;
 }
 
-/* The rest of an open that open_local could not serve; runs in the pool. */
-static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h)
+/*
+ * The rest of an open that open_local could not serve; runs in the pool.
+ * A large file whose blocks are all cached but not all checked in this
+ * mount is checked here, whole, so that it can pass through; *seq is read
+ * before its data file is opened (dlc_passthrough_seq).
+ */
+static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h, uint32_t *seq)
 {
 	struct dlc_fs_context *c = fs->context;
 	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
 
 	if (node->size > c->cache_max_file) {
+		if (dlc_passthrough_on(fs->passthrough)) {
+			*seq = dlc_passthrough_seq(fs->passthrough, ino);
+			h->fd = dlc_fetch_open_cached_blocks(c->fetch, (uint32_t)ino, true);
+			if (h->fd >= 0) {
+				h->kind = HANDLE_FD;
+				return 0;
+			}
+		}
 		h->kind = HANDLE_DIRECT;
 		return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
 	}
 	h->kind = HANDLE_BLOB;
 	return dlc_fetch_get(c->fetch, (uint32_t)ino, &h->blob);
+}
+
+/*
+ * A large file opened whole from its cached blocks (HANDLE_FD) is worth it
+ * only passed through: the daemon serves it by blocks otherwise (the inode
+ * has daemon-served opens live, or the kernel refused the backing file).
+ * Counts the whole hit that stays.  0 or -errno.
+ */
+static int settle_large_fd(struct fs *fs, fuse_ino_t ino, struct handle *h)
+{
+	struct dlc_fs_context *c = fs->context;
+	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
+
+	if (h->kind != HANDLE_FD || !node || node->size <= c->cache_max_file)
+		return 0;
+	if (h->mode == DLC_OPEN_PASSTHROUGH) {
+		dlc_fetch_note_whole_hit(c->fetch, (uint32_t)ino);
+		return 0;
+	}
+	close(h->fd);
+	h->fd = -1;
+	h->kind = HANDLE_DIRECT;
+	return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
 }
 
 /*
@@ -646,6 +685,13 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
 		h->ino = ino;
 		h->mode = dlc_passthrough_open(fs->passthrough, req, ino,
 					       h->kind == HANDLE_FD ? h->fd : -1, seq, fi);
+		rc = settle_large_fd(fs, ino, h);
+		if (rc < 0) {
+			dlc_passthrough_release(fs->passthrough, req, ino, h->mode);
+			free_handle(fs, h);
+			fuse_reply_err(req, -rc);
+			return;
+		}
 		fi->keep_cache = h->mode == DLC_OPEN_DAEMON;
 		fi->noflush = 1;
 	}
@@ -712,9 +758,12 @@ static void run_source_wait(void *arg)
 		handle_put(w->fs, w->h);
 	} else {
 		/* A reader that left before its turn costs no fetch. */
-		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h) : -EINTR;
+		uint32_t seq = 0;
+
+		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h, &seq)
+						     : -EINTR;
 		if (dlc_pending_claim(&w->pending))
-			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, 0, rc);
+			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, seq, rc);
 		else
 			free_handle(w->fs, w->h);
 	}

@@ -751,7 +751,7 @@ static struct dlc_blob *hold_locked(struct dlc_block_reader *reader, uint32_t in
 				    struct dlc_blob *blob);
 
 /* Copies [off, off + len) of block index from the reader's memory, a landed
- * readahead, or its checked cache file; false when none has it. */
+ * readahead, or the file's checked data file; false when none has it. */
 static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *dst, uint64_t off,
 			size_t len)
 {
@@ -797,10 +797,12 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 			}
 		}
 		if (reader->fd >= 0 && reader->fd_index == index) {
+			/* The fd is on the file's data file: the block is at its offset. */
+			uint64_t start = (uint64_t)index * blocks->block_size + off;
 			size_t done = 0;
 
 			while (done < len) {
-				ssize_t n = pread(reader->fd, dst + done, len - done, (off_t)(off + done));
+				ssize_t n = pread(reader->fd, dst + done, len - done, (off_t)(start + done));
 
 				if (n < 0 && errno == EINTR)
 					continue;

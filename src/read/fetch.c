@@ -59,6 +59,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dlcache/blocks.h"
 #include "dlcache/chunks.h"
@@ -1013,6 +1014,41 @@ void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t
 		fetch->blocks = dlc_blocks_create(&source, fetch->snapshot, fetch->cache, fetch->stats,
 						  fetch->budget, block_size, readahead_max, kernel_readahead);
 	pthread_mutex_unlock(&fetch->lock);
+}
+
+/* The most a whole-file open checks at once: an eighth of the memory. */
+static uint64_t whole_check_limit(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 : 0;
+}
+
+int dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino, bool check)
+{
+	int rc;
+
+	if (!fetch->cache)
+		return -ESTALE;
+	if (check) {
+		rc = dlc_cache_blocks_check_whole(fetch->cache, ino, whole_check_limit());
+		if (rc < 0)
+			return -ESTALE;
+	}
+	return dlc_cache_blocks_open_whole(fetch->cache, ino);
+}
+
+void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino)
+{
+	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
+
+	/* As a block reader's open does (dlc_blocks_open), and a hit's counts. */
+	dlc_cache_consume(fetch->cache, ino);
+	dlc_cache_hit(fetch->cache, ino);
+	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
+	dlc_stats_add(fetch->stats, DLC_STAT_WHOLE_BLOCK_OPENS, 1);
+	if (node)
+		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
 }
 
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out)

@@ -90,7 +90,8 @@ PY
 # request costs 256 page faults (malloc maps it anew each time): a 12 MiB
 # pass, about 3100 faults in the daemon then, under 1000 now.
 test_the_kernel_reads_large_files_in_large_requests_into_kept_buffers() {
-	start_daemon "$BLOCKS,cache_size=100M"
+	# The daemon serves the cached passes (a complete file would pass through).
+	start_daemon "$BLOCKS,cache_size=100M,passthrough=0"
 	local bdi before after
 	bdi=/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb
 	expect_eq "the mount's kernel readahead (KiB)" "$(cat "$bdi")" 1024
@@ -130,8 +131,9 @@ test_random_4k_reads_in_a_cached_file_make_no_source_reads() {
 	start_daemon "$BLOCKS,cache_size=100M"
 	cat "$MNT/shards/s0.tfrecord" >/dev/null
 	stop_daemon
-	# A new mount: every block is checked on its first use, then read by range.
-	start_daemon "$BLOCKS,cache_size=100M"
+	# A new mount: every block is checked on its first use, then read by
+	# range (served by the daemon: passthrough is the next test's).
+	start_daemon "$BLOCKS,cache_size=100M,passthrough=0"
 	drop_caches
 	compare_ranges s0.tfrecord 2000 4096 || fail "random 4 KiB reads differ"
 	compare_ranges s0.tfrecord 2000 4096 2 || fail "random 4 KiB reads from two threads differ"
@@ -185,11 +187,11 @@ test_a_corrupted_block_is_refetched_and_counted() {
 	start_daemon "$BLOCKS,cache_size=100M"
 	cat "$MNT/shards/s0.tfrecord" >/dev/null
 	stop_daemon
-	# Flip one byte in the middle of one full block file.
+	# Flip one byte in the middle of block 5 of the shard's data file.
 	local victim
-	victim=$(find "$CACHE/data" -type f -size 1048576c | head -n 1)
-	[ -n "$victim" ] || fail "no block file in the cache"
-	printf '\xff' | dd of="$victim" bs=1 seek=4242 conv=notrunc status=none
+	victim=$(find "$CACHE/data" -type f -size "${SHARD_BYTES}c" | head -n 1)
+	[ -n "$victim" ] || fail "no data file of the shard's size in the cache"
+	printf '\xff' | dd of="$victim" bs=1 seek=$((5 * 1024 * 1024 + 4242)) conv=notrunc status=none
 	start_daemon "$BLOCKS,cache_size=100M"
 	drop_caches
 	cmp "$MNT/shards/s0.tfrecord" "$SRC/shards/s0.tfrecord" || fail "bytes differ after a corrupted block"

@@ -36,13 +36,20 @@ static struct dlc_cache *cache;
 static struct dlc_fetch *fetch;
 static struct dlc_stats stats;
 
+/* Byte off of the file of seed: not periodic across 4 KiB, so that a block
+ * read at another block's offset shows. */
+static unsigned byte_at(size_t off, unsigned seed)
+{
+	return (unsigned)((off * 31 + (off >> 12) * 97 + seed) & 0xff);
+}
+
 static void write_file(const char *path, size_t size, unsigned seed)
 {
 	FILE *f = fopen(path, "wb");
 
 	ck_assert_ptr_nonnull(f);
 	for (size_t i = 0; i < size; i++)
-		fputc((int)((i * 31 + seed) & 0xff), f);
+		fputc((int)byte_at(i, seed), f);
 	fclose(f);
 }
 
@@ -118,7 +125,7 @@ static void assert_contents(struct dlc_blob *blob, int i)
 {
 	ck_assert_uint_eq(blob->size, FILE_SIZE);
 	for (size_t k = 0; k < FILE_SIZE; k++)
-		ck_assert_uint_eq(blob->data[k], (k * 31 + (unsigned)i) & 0xff);
+		ck_assert_uint_eq(blob->data[k], byte_at(k, (unsigned)i));
 }
 
 static void get_and_check(int i)
@@ -226,7 +233,7 @@ static void offer_file(int i)
 	char buf[FILE_SIZE];
 
 	for (size_t k = 0; k < FILE_SIZE; k++)
-		buf[k] = (char)((k * 31 + (unsigned)i) & 0xff);
+		buf[k] = (char)byte_at(k, (unsigned)i);
 	dlc_cache_offer(cache, ino_of(i), buf, FILE_SIZE);
 }
 
@@ -494,7 +501,7 @@ START_TEST(direct_reads_of_a_changed_source_file_give_eio)
 	snprintf(path, sizeof(path), "%s/f05", src);
 	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(5), &file), 0);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, sizeof(buf), 0), FILE_SIZE);
-	ck_assert_uint_eq((unsigned char)buf[7], (7 * 31 + 5) & 0xff);
+	ck_assert_uint_eq((unsigned char)buf[7], byte_at(7, 5));
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 100, FILE_SIZE - 100), 100);
 	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(5), file, buf, 4096, FILE_SIZE), 0);
 	dlc_fetch_close_direct(fetch, file);
@@ -565,7 +572,7 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	fd = dlc_fetch_open_cached(fetch, ino_of(2));                          /* written here */
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
-	ck_assert_uint_eq((unsigned char)byte, (5 * 31 + 2) & 0xff);
+	ck_assert_uint_eq((unsigned char)byte, byte_at(5, 2));
 	close(fd);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
 	get_and_check(2);                                                      /* a hit, read whole */
@@ -579,7 +586,7 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	fd = dlc_fetch_open_cached(fetch, ino_of(2));
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
-	ck_assert_uint_eq((unsigned char)byte, (5 * 31 + 2) & 0xff);
+	ck_assert_uint_eq((unsigned char)byte, byte_at(5, 2));
 	close(fd);
 
 	/* Rewrite the cache file in place with the same bytes: its stamp changes. */
@@ -639,7 +646,7 @@ START_TEST(an_announced_order_costs_what_min_does)
 		ck_assert_int_eq(dlc_fetch_get(fetch, ino_of((int)ids[k]), &blob), 0);
 		ck_assert_uint_eq(blob->size, FILE_SIZE);
 		for (size_t b = 0; b < FILE_SIZE; b++)
-			if (blob->data[b] != ((b * 31 + ids[k]) & 0xff))
+			if (blob->data[b] != byte_at(b, (unsigned)ids[k]))
 				ck_abort_msg("file %u differs at byte %zu", ids[k], b);
 		dlc_blob_put(blob);
 	}
@@ -759,7 +766,7 @@ static void read_blocks_and_check(int i, size_t piece, unsigned *rng, int count)
 
 		ck_assert_int_eq(n, (ssize_t)want);
 		for (size_t b = 0; b < want; b++)
-			ck_assert_uint_eq(buf[b], ((off + b) * 31 + (unsigned)i) & 0xff);
+			ck_assert_uint_eq(buf[b], byte_at(off + b, (unsigned)i));
 	}
 	dlc_fetch_close_direct(fetch, reader);
 }
@@ -784,6 +791,9 @@ START_TEST(blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read)
 	/* Written by this mount: read by range from the next read on. */
 	for (uint32_t b = 0; b < 3; b++)
 		ck_assert(dlc_cache_block_checked(cache, ino_of(5), b));
+	/* A new reader holds nothing: every block comes from the data file. */
+	read_blocks_and_check(5, 1000, NULL, 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_HITS), 3);
 	close_all();
 
 	/* A new mount: each block checked on first use, then read by range. */
@@ -802,7 +812,8 @@ START_TEST(blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read)
 END_TEST
 
 /* Flips byte 100 of every cache file of size bytes; returns how many. */
-static int corrupt_files_of_size(off_t size)
+/* Flips the byte at `at` of every cache file of size bytes; their count. */
+static int corrupt_files_of_size(off_t size, off_t at)
 {
 	char data[600];
 	int changed = 0;
@@ -828,9 +839,9 @@ static int corrupt_files_of_size(off_t size)
 				continue;
 			fd = open(path, O_RDWR);
 			ck_assert_int_ge(fd, 0);
-			ck_assert_int_eq(pread(fd, &byte, 1, 100), 1);
+			ck_assert_int_eq(pread(fd, &byte, 1, at), 1);
 			byte ^= 0xff;
-			ck_assert_int_eq(pwrite(fd, &byte, 1, 100), 1);
+			ck_assert_int_eq(pwrite(fd, &byte, 1, at), 1);
 			close(fd);
 			changed++;
 		}
@@ -845,7 +856,8 @@ START_TEST(a_corrupted_block_is_dropped_refetched_and_counted)
 	read_blocks_and_check(7, 4096, NULL, 0);
 	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
 	close_all();
-	ck_assert_int_eq(corrupt_files_of_size(1808), 1);       /* the last block */
+	/* The file's data file holds its 3 blocks: damage the last one. */
+	ck_assert_int_eq(corrupt_files_of_size(10000, 8192 + 100), 1);
 	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
 	read_blocks_and_check(7, 4096, NULL, 0);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 1);
@@ -864,6 +876,56 @@ static void *block_reader(void *arg)
 	read_blocks_and_check(9, 1500, (uintptr_t)arg % 2 ? &rng : NULL, 20);
 	return NULL;
 }
+
+/* Reads all of fd and checks it holds file i's FILE_SIZE bytes. */
+static void check_whole_fd(int fd, int i)
+{
+	unsigned char buf[FILE_SIZE + 1];
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), FILE_SIZE);
+	for (size_t b = 0; b < FILE_SIZE; b++)
+		ck_assert_uint_eq(buf[b], byte_at(b, (unsigned)i));
+	close(fd);
+}
+
+/*
+ * A file whose blocks are all cached opens whole (its data file, for the
+ * kernel to pass through): at once when this mount wrote or checked every
+ * block; after a remount only once they are checked, which the open's check
+ * does; a block damaged behind the cache makes the check fail, drops that
+ * block (counted), and the file is read by blocks, that one from the source.
+ */
+START_TEST(a_complete_file_of_blocks_opens_whole_once_checked)
+{
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), true), -ESTALE);
+	read_blocks_and_check(4, 3000, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), 4);
+	close_all();
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), -ESTALE);
+	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), true), 4);
+	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), 4);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_READ]), 0);
+	/* Changed behind the cache: the stamp no longer opens it. */
+	ck_assert_int_eq(corrupt_files_of_size(10000, 4096 + 7), 1);
+	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), -ESTALE);
+	close_all();
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), true), -ESTALE);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 1);
+	ck_assert(!dlc_cache_block_contains(cache, ino_of(4), 1));
+	ck_assert(dlc_cache_block_checked(cache, ino_of(4), 0));
+	read_blocks_and_check(4, 4096, NULL, 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 1);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 1);
+	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), 4);
+}
+END_TEST
 
 START_TEST(concurrent_readers_share_one_source_read_per_block)
 {
@@ -902,7 +964,7 @@ START_TEST(a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole)
 	ck_assert_uint_eq(gauges.entries, 1);
 	ck_assert(!dlc_cache_block_contains(cache, ino_of(1), 0));
 	ck_assert(dlc_cache_block_contains(cache, ino_of(2), 2));
-	ck_assert_int_eq(corrupt_files_of_size(4096), 2);       /* only f02's blocks are left */
+	ck_assert_int_eq(corrupt_files_of_size(10000, 100), 1); /* only f02's data file is left */
 }
 END_TEST
 
@@ -997,6 +1059,7 @@ static Suite *fetch_suite(void)
 	tcase_set_timeout(blocks, 30);
 	tcase_add_test(blocks, blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read);
 	tcase_add_test(blocks, a_corrupted_block_is_dropped_refetched_and_counted);
+	tcase_add_test(blocks, a_complete_file_of_blocks_opens_whole_once_checked);
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
 	suite_add_tcase(s, blocks);

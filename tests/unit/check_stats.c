@@ -37,6 +37,7 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"block_admissions",
 	"readaheads",
 	"head_reads",
+	"whole_block_opens",
 };
 
 static struct dlc_stats stats;
@@ -287,7 +288,7 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[40];
+		const char *keys[48];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
@@ -295,7 +296,8 @@ START_TEST(test_every_key_once_per_object)
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
-			  "head_reads", "hit_ratio", "last_error", "epoch", "scored_samples",
+			  "head_reads", "whole_block_opens", "hit_ratio", "last_error", "epoch",
+			  "scored_samples",
 			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
 		{ "cache", { "bytes", "entries", "capacity", "admission", "passthrough",
@@ -309,7 +311,7 @@ START_TEST(test_every_key_once_per_object)
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
-				"readaheads", "head_reads" } },
+				"readaheads", "head_reads", "whole_block_opens" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

@@ -699,7 +699,7 @@ START_TEST(test_meta)
 	ck_assert_str_eq(value, "two");
 	free(value);
 	ck_assert_int_eq(dlc_store_meta_get(store, "format", &value), 0);
-	ck_assert_str_eq(value, "1");
+	ck_assert_str_eq(value, "2");
 	free(value);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 }
@@ -1158,7 +1158,7 @@ START_TEST(test_other_format_set_aside)
 
 	insert_ok(store, "old.jpg", 300, 1, 0);
 	ck_assert_int_eq(dlc_store_close(store), 0);
-	db_exec("UPDATE meta SET value = '2' WHERE key = 'format'");
+	db_exec("UPDATE meta SET value = '3' WHERE key = 'format'");
 
 	store = open_ok();
 	ck_assert(has_broken_copy());
@@ -1166,7 +1166,7 @@ START_TEST(test_other_format_set_aside)
 	ck_assert_uint_eq(l.n, 0);
 	loaded_free(&l);
 	ck_assert_int_eq(dlc_store_meta_get(store, "format", &value), 0);
-	ck_assert_str_eq(value, "1");
+	ck_assert_str_eq(value, "2");
 	free(value);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 }
@@ -1457,6 +1457,279 @@ START_TEST(test_concurrent_use)
 }
 END_TEST
 
+/* ---- ranges: the blocks of a large file in one data file --------------------- */
+
+#define RANGE 8192
+
+/* Inserts range i (RANGE bytes at i * RANGE, seed i) of data file "big"; its hash. */
+static uint64_t insert_range_ok(struct dlc_store *store, unsigned i, uint64_t *before,
+				uint64_t *after)
+{
+	char path[32];
+	void *data = make_bytes(RANGE, i);
+	uint64_t hash = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "big//b%u", i);
+	rc = dlc_store_insert_range(store, path, "big", (uint64_t)i * RANGE, data, RANGE, 7, &hash,
+				    before, after);
+	ck_assert_msg(rc == 0, "insert_range %u: %s", i, strerror(-rc));
+	free(data);
+	return hash;
+}
+
+/*
+ * Ranges written out of order land at their offsets in one data file, read
+ * back by range, and the file holds the whole once all are in; the stamps
+ * before and after each write chain when nothing else writes, and a change
+ * behind the store breaks the chain and the checked open.
+ */
+START_TEST(test_ranges_share_one_data_file)
+{
+	struct dlc_store *store = open_ok();
+	uint64_t hashes[3], before, after, prev = 0, stamp;
+	unsigned order[3] = { 2, 0, 1 };
+	char file[PATH_MAX];
+	unsigned char *got = malloc(3 * RANGE);
+	struct loaded l;
+	struct stat st;
+	int fd;
+
+	for (unsigned k = 0; k < 3; k++) {
+		hashes[order[k]] = insert_range_ok(store, order[k], &before, &after);
+		ck_assert_uint_eq(before, prev);        /* 0: the file did not exist */
+		ck_assert_uint_ne(after, 0);
+		prev = after;
+	}
+	file_of("big", file, sizeof(file));
+	ck_assert_int_eq(stat(file, &st), 0);
+	ck_assert_int_eq(st.st_size, 3 * RANGE);
+	ck_assert_uint_eq(count_in("data"), 1);
+	for (unsigned i = 0; i < 3; i++) {
+		void *want = make_bytes(RANGE, i);
+
+		ck_assert_int_eq(dlc_store_read_range(store, "big", (uint64_t)i * RANGE, got, RANGE,
+						      hashes[i], &stamp), 0);
+		ck_assert_uint_eq(stamp, after);
+		ck_assert_mem_eq(got, want, RANGE);
+		ck_assert_int_eq(dlc_store_read_range(store, "big", (uint64_t)i * RANGE, got, RANGE,
+						      hashes[i] ^ 1, NULL), -EBADMSG);
+		free(want);
+	}
+	/* Past the end of the data file: not held. */
+	ck_assert_int_eq(dlc_store_read_range(store, "big", 3 * RANGE, got, RANGE, hashes[0], NULL),
+			 -EBADMSG);
+
+	/* The whole file, opened by the last write's stamp, reads as the ranges. */
+	fd = dlc_store_open_checked(store, "big", after);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, got, 3 * RANGE, 0), 3 * RANGE);
+	for (unsigned i = 0; i < 3; i++) {
+		void *want = make_bytes(RANGE, i);
+
+		ck_assert_mem_eq(got + i * RANGE, want, RANGE);
+		free(want);
+	}
+	close(fd);
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 3);
+	ck_assert_ptr_nonnull(find(&l, "big//b1"));
+	loaded_free(&l);
+
+	/* Written behind the store: the next write sees a before it did not record. */
+	fd = open(file, O_WRONLY);
+	ck_assert_int_eq(pwrite(fd, "x", 1, 5), 1);
+	close(fd);
+	ck_assert_int_eq(dlc_store_open_checked(store, "big", after), -ESTALE);
+	insert_range_ok(store, 0, &before, &after);
+	ck_assert_uint_ne(before, prev);
+	free(got);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/* A range's row goes alone; its data file with the last row, or all at once. */
+START_TEST(test_ranges_are_removed_by_row_and_by_file)
+{
+	struct dlc_store *store = open_ok();
+	uint64_t before, after;
+	char file[PATH_MAX];
+	struct loaded l;
+
+	for (unsigned i = 0; i < 3; i++)
+		insert_range_ok(store, i, &before, &after);
+	file_of("big", file, sizeof(file));
+	ck_assert_int_eq(dlc_store_remove(store, "big//b1"), 0);
+	ck_assert(exists(file));
+	ck_assert_int_eq(dlc_store_remove(store, "big//b0"), 0);
+	ck_assert_int_eq(dlc_store_remove(store, "big//b2"), 0);
+	ck_assert(!exists(file));
+
+	for (unsigned i = 0; i < 3; i++)
+		insert_range_ok(store, i, &before, &after);
+	insert_ok(store, "small.jpg", 100, 1, 0);
+	ck_assert_int_eq(dlc_store_remove_file(store, "big"), 0);
+	ck_assert(!exists(file));
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_ptr_nonnull(find(&l, "small.jpg"));
+	loaded_free(&l);
+	ck_assert_int_eq(dlc_store_remove_file(store, "big"), 0);       /* nothing left: no error */
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/*
+ * After a crash the scan keeps the ranges inside their data file, drops
+ * the rows past its end (a write the crash cut), and deletes a data file
+ * that no row names.
+ */
+START_TEST(test_unclean_scan_keeps_ranges_inside_their_file)
+{
+	struct dlc_store *store = open_ok();
+	uint64_t before, after, hash0;
+	char file[PATH_MAX], orphan[PATH_MAX];
+	struct loaded l;
+
+	hash0 = insert_range_ok(store, 0, &before, &after);
+	insert_range_ok(store, 1, &before, &after);
+	insert_range_ok(store, 2, &before, &after);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+	db_exec("UPDATE meta SET value = '0' WHERE key = 'clean'");
+	file_of("big", file, sizeof(file));
+	ck_assert_int_eq(truncate(file, 2 * RANGE + 10), 0);
+	file_of("gone", orphan, sizeof(orphan));
+	write_file(orphan, "abc", 3);
+
+	store = open_ok();
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_ptr_nonnull(find(&l, "big//b0"));
+	ck_assert_ptr_nonnull(find(&l, "big//b1"));
+	loaded_free(&l);
+	ck_assert(!exists(orphan));
+	ck_assert(exists(file));
+	{
+		unsigned char got[RANGE];
+
+		ck_assert_int_eq(dlc_store_read_range(store, "big", 0, got, RANGE, hash0, NULL), 0);
+	}
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/* check_ranges proves each range in place, and tells the bad one. */
+START_TEST(test_check_ranges_tells_each_range)
+{
+	struct dlc_store *store = open_ok();
+	struct dlc_store_range ranges[4];
+	uint64_t before, after, stamp = 0;
+	char file[PATH_MAX];
+	int fd;
+
+	for (unsigned i = 0; i < 3; i++) {
+		uint64_t hash = insert_range_ok(store, i, &before, &after);
+
+		ranges[i] = (struct dlc_store_range) { .offset = (uint64_t)i * RANGE, .size = RANGE,
+						       .hash = hash };
+	}
+	ranges[3] = (struct dlc_store_range) { .offset = 3 * RANGE, .size = RANGE, .hash = 1 };
+	ck_assert_int_eq(dlc_store_check_ranges(store, "big", ranges, 4, &stamp), 0);
+	ck_assert(ranges[0].ok && ranges[1].ok && ranges[2].ok);
+	ck_assert(!ranges[3].ok);                       /* past the end */
+	ck_assert_uint_eq(stamp, after);
+
+	file_of("big", file, sizeof(file));
+	fd = open(file, O_RDWR);
+	{
+		unsigned char byte;
+
+		ck_assert_int_eq(pread(fd, &byte, 1, RANGE + 3), 1);
+		byte ^= 0xff;
+		ck_assert_int_eq(pwrite(fd, &byte, 1, RANGE + 3), 1);
+	}
+	close(fd);
+	ck_assert_int_eq(dlc_store_check_ranges(store, "big", ranges, 3, &stamp), 0);
+	ck_assert(ranges[0].ok && !ranges[1].ok && ranges[2].ok);
+	ck_assert_uint_ne(stamp, after);
+	ck_assert_int_eq(dlc_store_check_ranges(store, "absent", ranges, 1, &stamp), -ENOENT);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/*
+ * A format 1 index (a file per row, blocks in files of their own) is
+ * migrated at open: whole files are kept, block rows and their files go.
+ */
+START_TEST(test_format_1_index_is_migrated)
+{
+	struct dlc_store *store = open_ok();
+	char block_file[PATH_MAX], sql[512], name[17];
+	char *value = NULL;
+	uint64_t hash = insert_ok(store, "keep.jpg", 300, 1, 0);
+	struct loaded l;
+
+	ck_assert_int_eq(dlc_store_close(store), 0);
+	snprintf(name, sizeof(name), "%016" PRIx64, (uint64_t)XXH3_64bits("big//b0:4096", 12));
+	snprintf(sql, sizeof(sql),
+		 "CREATE TABLE old(path TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL UNIQUE,"
+		 " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL);"
+		 "INSERT INTO old SELECT path, name, size, mtime_ns, hash FROM entries;"
+		 "DROP TABLE entries; ALTER TABLE old RENAME TO entries;"
+		 "INSERT INTO entries VALUES ('big//b0:4096', '%s', 4096, 0, 5);"
+		 "UPDATE meta SET value = '1' WHERE key = 'format';", name);
+	db_exec(sql);
+	file_of("big//b0:4096", block_file, sizeof(block_file));
+	{
+		void *data = make_bytes(4096, 2);
+
+		write_file(block_file, data, 4096);
+		free(data);
+	}
+
+	store = open_ok();
+	ck_assert(!has_broken_copy());
+	load_all(store, &l);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_ptr_nonnull(find(&l, "keep.jpg"));
+	loaded_free(&l);
+	read_ok(store, "keep.jpg", 300, 1, hash);
+	ck_assert(!exists(block_file));
+	ck_assert_int_eq(dlc_store_meta_get(store, "format", &value), 0);
+	ck_assert_str_eq(value, "2");
+	free(value);
+	/* And it is a format 2 index now: ranges go in. */
+	{
+		uint64_t before, after;
+
+		insert_range_ok(store, 0, &before, &after);
+	}
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/* A data file name taken by another key (a 64-bit collision) is not written. */
+START_TEST(test_range_name_collision_refused)
+{
+	struct dlc_store *store = open_ok();
+	void *data = make_bytes(RANGE, 1);
+	uint64_t hash, before, after;
+	char file[PATH_MAX];
+	struct stat st;
+
+	insert_ok(store, "big", 100, 1, 0);
+	/* The whole file "big" now owns NAME("big"): pretend it is another path's. */
+	db_exec("UPDATE entries SET path = 'other' WHERE path = 'big'");
+	ck_assert_int_eq(dlc_store_insert_range(store, "big//b0", "big", 0, data, RANGE, 1, &hash,
+						&before, &after), -EEXIST);
+	file_of("big", file, sizeof(file));
+	ck_assert_int_eq(stat(file, &st), 0);
+	ck_assert_int_eq(st.st_size, 100);              /* untouched */
+	free(data);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
 static TCase *tcase(const char *name)
 {
 	TCase *tc = tcase_create(name);
@@ -1470,6 +1743,13 @@ static Suite *store_suite(void)
 {
 	Suite *s = suite_create("store");
 	TCase *tc;
+
+	tc = tcase("ranges");
+	tcase_add_test(tc, test_ranges_share_one_data_file);
+	tcase_add_test(tc, test_ranges_are_removed_by_row_and_by_file);
+	tcase_add_test(tc, test_unclean_scan_keeps_ranges_inside_their_file);
+	tcase_add_test(tc, test_check_ranges_tells_each_range);
+	suite_add_tcase(s, tc);
 
 	tc = tcase("roundtrip");
 	tcase_add_test(tc, test_roundtrip_sizes);
@@ -1525,10 +1805,12 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_corrupt_pages_after_crash_set_aside);
 	tcase_add_test(tc, test_other_format_set_aside);
 	tcase_add_test(tc, test_other_schema_set_aside);
+	tcase_add_test(tc, test_format_1_index_is_migrated);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("collision");
 	tcase_add_test(tc, test_name_collision);
+	tcase_add_test(tc, test_range_name_collision_refused);
 	suite_add_tcase(s, tc);
 
 	tc = tcase("disk_full");

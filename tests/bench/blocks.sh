@@ -53,12 +53,13 @@ min_of() { printf '%s\n' "$@" | sort -g | head -n 1; }
 echo "blocks: block_size=4M readahead_max=64M, $SLOW (link $(awk "BEGIN {printf \"%.0f\", $LINK / 1048576}") MiB/s)"
 
 if [ -z "${ONLY_EPOCHS:-}" ]; then
-# The baseline first, so that the cached pass below uses dlcache's cache.
+# The baseline first, with a cache of its own (another build may keep
+# another format of cache, and would set this one's aside).
 if [ -n "${BASELINE:-}" ]; then
 	base_first=()
 	for run in $(seq 1 "$RUNS"); do
-		rm -rf "$WORK/cache"
-		DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,$SLOW"
+		rm -rf "$WORK/cache-base"
+		CACHE_DIR=$WORK/cache-base DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,$SLOW"
 		warm "$SRC"/big/s0.tfrecord
 		base_first+=("$(seconds_of "$MNT/big/s0.tfrecord")")
 		unmount_dlcache
@@ -93,7 +94,7 @@ printf '%-44s %8s ms (target <= 60)\n' "first byte of an uncached shard" "$(min_
 
 # Cached pass: the cache of the last run above, a new mount (every block is
 # checked on first use), page cache dropped, vs the source file read natively.
-# With BASELINE, the baseline reads the same cache the same way, in turn.
+# With BASELINE, the baseline reads its own cache the same way, in turn.
 native=() cached=() reads=() base_cached=()
 mount_dlcache "$SRC" "cache_size=100G,$SLOW"
 for run in $(seq 1 "$RUNS"); do
@@ -107,7 +108,7 @@ for run in $(seq 1 "$RUNS"); do
 	reads+=($(($(stat_of remote_ops.read) - before)))
 	if [ -n "${BASELINE:-}" ]; then
 		unmount_dlcache
-		DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,$SLOW"
+		CACHE_DIR=$WORK/cache-base DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G,$SLOW"
 		drop_caches
 		base_cached+=("$(seconds_of "$MNT/big/s0.tfrecord")")
 	fi

@@ -62,9 +62,10 @@ data_tree() {
 }
 
 # mount_dlcache SRC [OPTIONS]: mounts SRC on $MNT in the foreground (PID in
-# $PID) with a cache under $WORK, and waits for it to answer.
+# $PID) with a cache in $CACHE_DIR (default $WORK/cache), and waits for it
+# to answer.
 mount_dlcache() {
-	"$DLCACHE" mount "$1" "$MNT" -f -o "cache_dir=$WORK/cache,log_level=warning${2:+,$2}" &
+	"$DLCACHE" mount "$1" "$MNT" -f -o "cache_dir=${CACHE_DIR:-$WORK/cache},log_level=warning${2:+,$2}" &
 	PID=$!
 	until [ -e "$MNT/.stats" ]; do sleep 0.02; done
 }

@@ -526,12 +526,24 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 	return -ENOENT;
 }
 
-int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+/* ino's data file, opened if it is still as stamp says (0: nothing
+ * checked); the fd, or -ESTALE. */
+static int open_by_stamp(struct dlc_cache *cache, uint32_t ino, uint64_t block_size,
+			 uint64_t stamp)
 {
 	char key[DLC_SNAPSHOT_PATH_MAX];
+	int rc;
+
+	if (!stamp || data_key(cache, ino, block_size, key, sizeof(key)) < 0)
+		return -ESTALE;
+	rc = dlc_store_open_checked(cache->store, key, stamp);
+	return rc == -ENOENT ? -ESTALE : rc;
+}
+
+int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+{
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
-	int rc;
 
 	pthread_mutex_lock(&cache->lock);
 	f = ready_block(cache, ino, index);
@@ -540,13 +552,7 @@ int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t
 		block_size = f->block_size;
 	}
 	pthread_mutex_unlock(&cache->lock);
-	if (!stamp)
-		return -ESTALE;
-	rc = data_key(cache, ino, block_size, key, sizeof(key));
-	if (rc < 0)
-		return -ESTALE;
-	rc = dlc_store_open_checked(cache->store, key, stamp);
-	return rc == -ENOENT ? -ESTALE : rc;
+	return open_by_stamp(cache, ino, block_size, stamp);
 }
 
 /* Whether every block of f is ready (lock held). */
@@ -560,10 +566,8 @@ static bool complete(const struct block_file *f)
 
 int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
 {
-	char key[DLC_SNAPSHOT_PATH_MAX];
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
-	int rc;
 
 	pthread_mutex_lock(&cache->lock);
 	f = find(cache, ino);
@@ -573,13 +577,7 @@ int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
 		block_size = f->block_size;
 	}
 	pthread_mutex_unlock(&cache->lock);
-	if (!stamp)
-		return -ESTALE;
-	rc = data_key(cache, ino, block_size, key, sizeof(key));
-	if (rc < 0)
-		return -ESTALE;
-	rc = dlc_store_open_checked(cache->store, key, stamp);
-	return rc == -ENOENT ? -ESTALE : rc;
+	return open_by_stamp(cache, ino, block_size, stamp);
 }
 
 int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t max_bytes)

@@ -91,15 +91,13 @@ static const char *const stmt_sql[ST_COUNT] = {
  * coalesce(file, path) is the key a data file belongs to, and names are
  * not unique.
  */
+#define ENTRIES_COLUMNS \
+	"(path TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL, file TEXT," \
+	" offset INTEGER NOT NULL DEFAULT 0, size INTEGER NOT NULL," \
+	" mtime_ns INTEGER NOT NULL, hash INTEGER NOT NULL);"
+
 static const char schema_sql[] =
-	"CREATE TABLE IF NOT EXISTS entries("
-	" path TEXT PRIMARY KEY NOT NULL,"
-	" name TEXT NOT NULL,"
-	" file TEXT,"
-	" offset INTEGER NOT NULL DEFAULT 0,"
-	" size INTEGER NOT NULL,"
-	" mtime_ns INTEGER NOT NULL,"
-	" hash INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS entries" ENTRIES_COLUMNS
 	"CREATE INDEX IF NOT EXISTS entries_name ON entries(name);"
 	"CREATE TABLE IF NOT EXISTS meta("
 	" key TEXT PRIMARY KEY NOT NULL,"
@@ -114,14 +112,7 @@ static const char schema_sql[] =
  */
 static const char migrate_1_sql[] =
 	"BEGIN IMMEDIATE;"
-	"CREATE TABLE entries_2("
-	" path TEXT PRIMARY KEY NOT NULL,"
-	" name TEXT NOT NULL,"
-	" file TEXT,"
-	" offset INTEGER NOT NULL DEFAULT 0,"
-	" size INTEGER NOT NULL,"
-	" mtime_ns INTEGER NOT NULL,"
-	" hash INTEGER NOT NULL);"
+	"CREATE TABLE entries_2" ENTRIES_COLUMNS
 	"INSERT INTO entries_2(path, name, size, mtime_ns, hash)"
 	" SELECT path, name, size, mtime_ns, hash FROM entries WHERE instr(path, '//') = 0;"
 	"DROP TABLE entries;"

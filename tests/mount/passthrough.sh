@@ -308,6 +308,19 @@ PY
 	ALLOWED_LOG='^$'
 }
 
+# read_until_whole FILE WHAT: reads $MNT's FILE, page cache dropped, until
+# an open is served whole (the last open's RELEASE may still be on its way:
+# until it is seen, an open is served by the daemon, by blocks).
+read_until_whole() {
+	local i
+	for i in $(seq 50); do
+		drop_caches
+		cmp "$MNT/$(basename "$1")" "$1" || fail "$2: bytes differ"
+		[ "$(stat_value whole_block_opens)" -ge 1 ] && return 0
+		sleep 0.1
+	done
+}
+
 # A large file (read by blocks) passes through once all its blocks are in
 # its data file: at once in the mount that wrote them, after a remount once
 # its open has checked them.  A block damaged behind the cache is caught by
@@ -327,14 +340,7 @@ test_a_complete_large_file_passes_through_once_its_blocks_are_checked() {
 	done
 	expect_eq "blocks cached" "$(stat_value block_admissions)" 7
 	reads=$(stat_value remote_ops.read)
-	# The first open's RELEASE may still be on its way: until it is seen,
-	# an open is served by the daemon, by blocks.
-	for i in $(seq 50); do
-		drop_caches
-		cmp "$MNT/shard.bin" "$big/shard.bin" || fail "a read in the mount that wrote the blocks differs"
-		[ "$(stat_value whole_block_opens)" -ge 1 ] && break
-		sleep 0.1
-	done
+	read_until_whole "$big/shard.bin" "a read in the mount that wrote the blocks"
 	expect_eq "whole opens in the mount that wrote the blocks" "$(stat_value whole_block_opens)" 1
 	expect_eq "passthrough hits" "$(stat_value hits_passthrough)" 1
 	expect_eq "source reads once cached" "$(stat_value remote_ops.read)" "$reads"
@@ -385,12 +391,7 @@ PY
 		[ "$(stat_value block_admissions)" -eq 1 ] && break
 		sleep 0.1
 	done
-	for i in $(seq 50); do
-		drop_caches
-		cmp "$MNT/shard.bin" "$big/shard.bin" || fail "bytes differ once the block was written again"
-		[ "$(stat_value whole_block_opens)" -ge 1 ] && break
-		sleep 0.1
-	done
+	read_until_whole "$big/shard.bin" "a read once the block was written again"
 	expect_eq "whole open once the block is written again" "$(stat_value whole_block_opens)" 1
 	stop_daemon
 	ALLOWED_LOG='^$'

@@ -185,33 +185,40 @@ static void note_checked(struct block_file *f, uint32_t index, uint64_t stamp)
 	f->checked[index] = 1;
 }
 
-static int block_path(const struct dlc_cache *cache, uint32_t ino, uint32_t index,
-		      uint64_t block_size, char *buf, size_t size)
+/* buf: ino's snapshot path followed by suffix; 0 or -errno. */
+static int path_plus(const struct dlc_cache *cache, uint32_t ino, const char *suffix, char *buf,
+		     size_t size)
 {
 	int rc = dlc_snapshot_path(cache->snapshot, ino, buf, size);
-	size_t len;
-	int n;
+	size_t len, more = strlen(suffix);
 
 	if (rc < 0)
 		return rc;
 	len = strlen(buf);
-	n = snprintf(buf + len, size - len, BLOCK_SEPARATOR "%" PRIu32 ":%" PRIu64, index, block_size);
-	return n < 0 || (size_t)n >= size - len ? -ENAMETOOLONG : 0;
+	if (more >= size - len)
+		return -ENAMETOOLONG;
+	memcpy(buf + len, suffix, more + 1);
+	return 0;
+}
+
+/* A block's row: "REL//bINDEX:BLOCK_SIZE". */
+static int block_path(const struct dlc_cache *cache, uint32_t ino, uint32_t index,
+		      uint64_t block_size, char *buf, size_t size)
+{
+	char suffix[64];
+
+	snprintf(suffix, sizeof(suffix), BLOCK_SEPARATOR "%" PRIu32 ":%" PRIu64, index, block_size);
+	return path_plus(cache, ino, suffix, buf, size);
 }
 
 /* The key of ino's data file (store.h's ranges): "REL//blocks:BLOCK_SIZE". */
 static int data_key(const struct dlc_cache *cache, uint32_t ino, uint64_t block_size, char *buf,
 		    size_t size)
 {
-	int rc = dlc_snapshot_path(cache->snapshot, ino, buf, size);
-	size_t len;
-	int n;
+	char suffix[64];
 
-	if (rc < 0)
-		return rc;
-	len = strlen(buf);
-	n = snprintf(buf + len, size - len, "//blocks:%" PRIu64, block_size);
-	return n < 0 || (size_t)n >= size - len ? -ENAMETOOLONG : 0;
+	snprintf(suffix, sizeof(suffix), "//blocks:%" PRIu64, block_size);
+	return path_plus(cache, ino, suffix, buf, size);
 }
 
 /* Where block index starts in the file and in its data file. */

@@ -5,6 +5,7 @@
     paths = [p for p, _ in dataset.samples]          # torchvision ImageFolder
     ranks = dlcache.RankReporter(mount, paths)       # losses -> SCORE lines
     sampler = dlcache.CacheAwareSampler(paths, ranks, aggressiveness=0.5)
+    dataset = ImageFolder(root, loader=dlcache.pil_loader)  # no tty probe per open
     loader = DataLoader(IndexedDataset(dataset), sampler=sampler, ...)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)                     # writes "epoch N", reads .cached
@@ -24,13 +25,36 @@ MOUNT/.control, .stats and .cached as dlcache-control(5) describes them.
 """
 import bisect
 import errno
+import io
 import json
 import math
 import os
 import random
 
 __all__ = ["Mount", "RankReporter", "ShuffleSampler", "CacheAwareSampler",
-           "ChunkShuffleSampler", "find_mount"]
+           "ChunkShuffleSampler", "find_mount", "read_sample", "pil_loader"]
+
+
+def read_sample(path):
+    """The whole file at path, as bytes, opened unbuffered.
+
+    Python before 3.14 asks every file it opens buffered (open(path, "rb"))
+    whether it is a terminal: an ioctl(2) that a FUSE mount cannot answer in
+    the kernel, so each open of a sample costs the job one more round trip
+    to the daemon (10-15% of a cached sample's read, BENCHMARKS.md; .stats
+    counts them as "ioctls").  An unbuffered open skips the question, and
+    one read of the whole file is what a decoder wants anyway."""
+    with open(path, "rb", buffering=0) as f:
+        return f.readall()
+
+
+def pil_loader(path):
+    """torchvision's default image loader (PIL, converted to RGB) without
+    the tty probe: ImageFolder(root, loader=dlcache.pil_loader).  Needs
+    Pillow, which torchvision does."""
+    from PIL import Image
+    with Image.open(io.BytesIO(read_sample(path))) as image:
+        return image.convert("RGB")
 
 
 def find_mount(path):

@@ -161,8 +161,12 @@ def main():
     else:
         normalize = transforms.Compose([transforms.ToTensor(),
                                         transforms.Normalize([0.5] * 3, [0.25] * 3)])
-    train = datasets.ImageFolder(os.path.join(args.data, "train"), transform=normalize)
-    val = datasets.ImageFolder(args.val or os.path.join(args.data, "val"), transform=normalize)
+    # dlcache.pil_loader is torchvision's default loader without the ioctl
+    # Python's buffered open() makes on every file (a round trip on a mount).
+    train = datasets.ImageFolder(os.path.join(args.data, "train"), transform=normalize,
+                                 loader=dlcache.pil_loader)
+    val = datasets.ImageFolder(args.val or os.path.join(args.data, "val"), transform=normalize,
+                               loader=dlcache.pil_loader)
     if args.val:
         val = preload(val)
     paths = [p for p, _ in train.samples]

@@ -1018,6 +1018,32 @@ static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * ioctl(2) on any file of the mount: none is a terminal or takes a command,
+ * so ENOTTY, as a local file system answers.  The kernel forwards every
+ * ioctl to the daemon and does not remember the answer (it would remember
+ * ENOSYS no better: fs/fuse/ioctl.c turns it into ENOTTY each time), so
+ * each one is a round trip.  Python before 3.14 makes one at every buffered
+ * open() (isatty(), for line buffering), which is how torchvision's image
+ * loaders open samples; the count shows a job paying for it, and
+ * examples/dlcache.py's loaders open unbuffered to skip it.
+ */
+static void fs_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	(void)ino;
+	(void)cmd;
+	(void)arg;
+	(void)fi;
+	(void)flags;
+	(void)in_buf;
+	(void)in_bufsz;
+	(void)out_bufsz;
+	dlc_stats_add(fs_of(req)->context->stats, DLC_STAT_IOCTLS, 1);
+	fuse_reply_err(req, ENOTTY);
+}
+
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	const struct dlc_snapshot *snapshot = fs_of(req)->context->snapshot;
@@ -1154,6 +1180,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.read = fs_read,
 	.release = fs_release,
 	.flush = fs_flush,
+	.ioctl = fs_ioctl,
 	.statfs = fs_statfs,
 	.setattr = fs_setattr,
 	.mknod = fs_mknod,

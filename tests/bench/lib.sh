@@ -116,6 +116,6 @@ now() { date +%s.%N; }
 since() { awk "BEGIN {printf \"%.3f\", $(now) - $1}"; }
 ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-stat_of() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))
+stat_of() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1], "rb", buffering=0))
 for k in sys.argv[2].split("."): v = v[k]
 print(v)' "$MNT/.stats" "$1"; }

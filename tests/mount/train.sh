@@ -30,6 +30,11 @@ test_three_epochs_learn_report_ranks_and_hit_above_the_cache_fraction() {
 	scored=$(stat_value scored_samples)
 	errors=$(stat_value control_errors)
 	expect_eq "refused .control lines" "$errors" 0
+	# Three epochs open every sample three times: through dlcache.pil_loader
+	# none of those opens probes for a tty (a handful of opens of the
+	# virtual files still may).
+	[ "$(stat_value ioctls)" -lt 20 ] ||
+		fail "train.py made $(stat_value ioctls) ioctl round trips for $((3 * NTRAIN)) sample reads"
 	"$PY" - "$WORK/train.json" "$(fraction "$cached" "$NTRAIN")" "$scored" "$NTRAIN" <<'PY' ||
 import json, sys
 epochs = json.load(open(sys.argv[1]))["epochs"]
@@ -55,6 +60,46 @@ if problems:
     sys.exit("; ".join(problems))
 PY
 		fail "training over the mount missed its targets"
+}
+
+# Python's buffered open() makes an ioctl (isatty) that the kernel sends to
+# the daemon: .stats counts each one, and dlcache.py's loaders make none,
+# while giving the bytes and the image torchvision's default loader gives.
+test_the_helper_loaders_make_no_ioctl_round_trip() {
+	start_daemon
+	PYTHONPATH=$EXAMPLES "$PY" - "$MNT" "$SRC" <<'PY' || fail "the loaders' ioctl round trips are wrong"
+import json, os, sys
+import dlcache
+from torchvision.datasets.folder import default_loader
+mnt, src = sys.argv[1:]
+def ioctls():   # read unbuffered, so that reading .stats makes no ioctl either
+    with open(os.path.join(mnt, ".stats"), "rb", buffering=0) as f:
+        return json.loads(f.readall())["ioctls"]
+names = sorted(os.path.relpath(os.path.join(d, n), mnt)
+               for d, _, ns in os.walk(os.path.join(mnt, "train")) for n in ns)[:20]
+problems = []
+before = ioctls()
+for n in names:
+    with open(os.path.join(mnt, n), "rb") as f:
+        f.read()
+buffered = ioctls() - before
+if buffered != len(names):
+    problems.append("%d buffered opens counted %d ioctls" % (len(names), buffered))
+before = ioctls()
+for n in names:
+    with open(os.path.join(src, n), "rb") as f:
+        if dlcache.read_sample(os.path.join(mnt, n)) != f.read():
+            problems.append("read_sample(%s) differs from the source" % n)
+    if dlcache.pil_loader(os.path.join(mnt, n)).tobytes() != \
+            default_loader(os.path.join(src, n)).tobytes():
+        problems.append("pil_loader(%s) differs from torchvision's loader" % n)
+helpers = ioctls() - before
+if helpers != 0:
+    problems.append("read_sample and pil_loader made %d ioctls" % helpers)
+print("buffered opens: %d ioctls for %d files; the helper loaders: %d" % (buffered, len(names), helpers))
+if problems:
+    sys.exit("; ".join(problems))
+PY
 }
 
 test_a_directory_that_is_not_a_mount_trains_without_reporting() {

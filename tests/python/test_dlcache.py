@@ -434,5 +434,31 @@ class MountTest(unittest.TestCase):
             self.assertEqual(m.chunks(), {"train/c/a b.JPEG": 0, "train/c/x": 3})
 
 
+class LoaderTest(unittest.TestCase):
+    def test_read_sample_gives_the_whole_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            for size in (0, 1, 4096, 300001):
+                path = os.path.join(d, "f%d" % size)
+                data = os.urandom(size)
+                with open(path, "wb") as f:
+                    f.write(data)
+                self.assertEqual(dlcache.read_sample(path), data)
+            with self.assertRaises(FileNotFoundError):
+                dlcache.read_sample(os.path.join(d, "missing"))
+
+    def test_pil_loader_gives_an_rgb_image_of_the_file(self):
+        try:
+            from PIL import Image
+        except ImportError:
+            self.skipTest("Pillow is not installed")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gray.png")
+            Image.frombytes("L", (3, 2), bytes(range(0, 60, 10))).save(path)
+            image = dlcache.pil_loader(path)
+            self.assertEqual(image.mode, "RGB")
+            self.assertEqual(image.size, (3, 2))
+            self.assertEqual(image.getpixel((2, 1)), (50, 50, 50))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -38,6 +38,7 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"readaheads",
 	"head_reads",
 	"whole_block_opens",
+	"ioctls",
 };
 
 static struct dlc_stats stats;
@@ -296,7 +297,7 @@ START_TEST(test_every_key_once_per_object)
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
-			  "head_reads", "whole_block_opens", "hit_ratio", "last_error", "epoch",
+			  "head_reads", "whole_block_opens", "ioctls", "hit_ratio", "last_error", "epoch",
 			  "scored_samples",
 			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
@@ -311,7 +312,7 @@ START_TEST(test_every_key_once_per_object)
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
-				"readaheads", "head_reads", "whole_block_opens" } },
+				"readaheads", "head_reads", "whole_block_opens", "ioctls" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

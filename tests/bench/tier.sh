@@ -11,8 +11,14 @@
 #   C. a hung peer (SIGSTOP mid-epoch): the longest read, against
 #      tier_timeout plus the longest source read of a cold epoch.
 #   D. local hits (cache holding everything) with the tier configured and
-#      without: epoch time, minimum of RUNS runs each.
-#   E. tier hits with 8 readers (one mount caching nothing locally): MB/s.
+#      without: two mounts up side by side, epochs alternated for D_ROUNDS
+#      rounds (default 10): the minima and the median of the rounds' ratios.
+#   E. tier hits with 8 readers (one mount caching nothing locally): MB/s,
+#      beside the same readers on local hits the daemon serves itself.
+#
+# D and E check every read against the source's length and CRC-32, computed
+# before their first epoch (tier_epochs.py --source-crc): a cold read of the
+# source file beside each read would cost as much as the read measured.
 #
 # memcached runs with MC_OPTS, by default the options the README recommends
 # (values chained in 2 KiB chunks of one slab class: it fills ~93% of -m,
@@ -134,50 +140,82 @@ stop_all
 fi
 
 if part D; then
-echo "== D. local hits, tier configured vs not (cache holds everything; min of $RUNS)"
+D_ROUNDS=${D_ROUNDS:-10}
+echo "== D. local hits, tier configured vs not (cache holds everything; $D_ROUNDS rounds, alternated)"
 memcached_start 64
-for mode in without with; do
-	opt=; [ $mode = with ] && opt="tier_servers=$WORK/tier"
-	rm -rf "$WORK/c0"; mkdir -p "$WORK/m0"
-	"$DLCACHE" mount "$SRC" "$WORK/m0" -f -o "cache_dir=$WORK/c0,cache_size=$((BYTES * 2)),log_level=error${opt:+,$opt}" &
-	NODE_PIDS=($!)
-	until [ -e "$WORK/m0/.stats" ]; do sleep 0.05; done
-	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs 1 --readers 4 >/dev/null
-	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs "$RUNS" --readers 4 --seed 14 >"$WORK/d_$mode"
-	fusermount3 -u "$WORK/m0"; wait "${NODE_PIDS[0]}"; NODE_PIDS=()
+# Two mounts of one dataset, each with its own cache holding everything:
+# m0 without the tier, m1 with it, both up for the whole part (so the
+# tier's own threads run beside m0's epochs as they would beside a job).
+# Each round reads one epoch from each, in alternating order; the shorter
+# the epochs the more the machine's noise shows, hence the rounds.
+for k in 0 1; do
+	opt=; [ $k = 1 ] && opt="tier_servers=$WORK/tier"
+	rm -rf "$WORK/c$k"; mkdir -p "$WORK/m$k"
+	"$DLCACHE" mount "$SRC" "$WORK/m$k" -f -o "cache_dir=$WORK/c$k,cache_size=$((BYTES * 2)),log_level=error${opt:+,$opt}" &
+	NODE_PIDS[$k]=$!
 done
-python3 - "$WORK/d_without" "$WORK/d_with" <<'PY'
-import json, sys
-best = [min(json.loads(l)["seconds"] for l in open(f)) for f in sys.argv[1:]]
-hits = [sum(json.loads(l)["local_hits"] for l in open(f)) for f in sys.argv[1:]]
-print("  without the tier %.3f s, with %.3f s (min of runs); ratio with/without %.3f; local hits %d / %d" % (best[0], best[1], best[1] / best[0], hits[0], hits[1]))
+for k in 0 1; do until [ -e "$WORK/m$k/.stats" ]; do sleep 0.05; done; done
+for k in 0 1; do python3 "$EPOCHS" "$SRC" "$WORK/m$k" --epochs 1 --readers 4 >/dev/null; done
+for r in $(seq "$D_ROUNDS"); do
+	order="0 1"; [ $((r % 2)) = 0 ] && order="1 0"
+	for k in $order; do
+		python3 "$EPOCHS" "$SRC" "$WORK/m$k" --epochs 1 --readers 4 --seed $((20 + r)) \
+			--source-crc >>"$WORK/d_$k"
+	done
+done
+python3 - "$WORK/d_0" "$WORK/d_1" <<'PY'
+import json, statistics, sys
+runs = [[json.loads(l) for l in open(f)] for f in sys.argv[1:]]
+secs = [[l["seconds"] for l in r] for r in runs]
+pairs = [b / a for a, b in zip(*secs)]
+print("  without the tier %.3f s, with %.3f s (min of %d); ratio with/without: of the minima %.3f, "
+      "median of the rounds' ratios %.3f (spread %.3f-%.3f); local hits %d / %d, wrong %d" % (
+          min(secs[0]), min(secs[1]), len(pairs), min(secs[1]) / min(secs[0]), statistics.median(pairs),
+          min(pairs), max(pairs), sum(l["local_hits"] for l in runs[0]), sum(l["local_hits"] for l in runs[1]),
+          sum(l["wrong"] for r in runs for l in r)))
 PY
+stop_all
 fi
 
 if part E; then
 echo "== E. tier hits, 8 readers, one mount caching nothing locally"
+echo "   (beside: the same readers on local hits the daemon serves itself, passthrough=0,"
+echo "    the most a daemon-served read of these files can give on this machine)"
 [ "${#MC_PIDS[@]}" -gt 0 ] || memcached_start 64    # D's, or its own
-mkdir -p "$WORK/m0"; rm -rf "$WORK/c0"
-"$DLCACHE" mount "$SRC" "$WORK/m0" -f -o "cache_dir=$WORK/c0,policy=none,log_level=error,tier_servers=$WORK/tier" &
-NODE_PIDS=($!)
-until [ -e "$WORK/m0/.stats" ]; do sleep 0.05; done
-python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs 1 --readers 8 >/dev/null   # fills memcached from the source
-# The daemon's own CPU time (utime + stime, in clock ticks) over the timed
-# passes: a figure of its work per GB that the load of a shared machine
-# moves far less than the seconds.
-ticks0=$(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat")
-python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs "$RUNS" --readers 8 --seed 15 >"$WORK/e"
-ticks1=$(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat")
-python3 - "$WORK/e" "$BYTES" "$((ticks1 - ticks0))" "$(getconf CLK_TCK)" <<'PY'
+# e_passes NAME OPTIONS: mounts m0 with OPTIONS, fills (one untimed pass),
+# then RUNS timed passes of 8 readers into $WORK/NAME, with the daemon's own
+# CPU time (utime + stime, in clock ticks) over them in $WORK/NAME.ticks: a
+# figure of its work per GB that the load of a shared machine moves far
+# less than the seconds.
+e_passes() {
+	mkdir -p "$WORK/m0"; rm -rf "$WORK/c0"
+	"$DLCACHE" mount "$SRC" "$WORK/m0" -f -o "cache_dir=$WORK/c0,log_level=error,$2" &
+	NODE_PIDS=($!)
+	until [ -e "$WORK/m0/.stats" ]; do sleep 0.05; done
+	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs 1 --readers 8 >/dev/null
+	local ticks0
+	ticks0=$(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat")
+	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs "$RUNS" --readers 8 --seed 15 --source-crc >"$WORK/$1"
+	echo $(($(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat") - ticks0)) >"$WORK/$1.ticks"
+	fusermount3 -u "$WORK/m0"; wait "${NODE_PIDS[0]}"; NODE_PIDS=()
+}
+e_passes e "policy=none,tier_servers=$WORK/tier"          # the first pass fills memcached
+e_passes e_local "cache_size=$((BYTES * 2)),passthrough=0"  # the first pass fills the cache
+python3 - "$WORK" "$BYTES" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
-best = min(l["seconds"] for l in lines)
-print("  %d reads, tier hits %s, best %.3f s: %.0f MB/s (reader threads also compare every byte with the source)" % (
-    lines[0]["reads"], [l["tier_hits"] for l in lines], best, int(sys.argv[2]) / best / 1e6))
-gb = int(sys.argv[2]) * len(lines) / 1e9
-print("  the daemon's CPU: %.2f s for %.2f GB of tier hits, %.2f s/GB" % (
-    int(sys.argv[3]) / int(sys.argv[4]), gb, int(sys.argv[3]) / int(sys.argv[4]) / gb))
+work, size, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+mbs = {}
+for name, what, hits in (("e", "tier hits", "tier_hits"), ("e_local", "local hits, daemon-served", "local_hits")):
+    lines = [json.loads(l) for l in open("%s/%s" % (work, name))]
+    best = min(l["seconds"] for l in lines)
+    mbs[name] = size / best / 1e6
+    cpu = int(open("%s/%s.ticks" % (work, name)).read()) / tck
+    gb = size * len(lines) / 1e9
+    print("  %-26s %d reads, hits %s, wrong %d, failed %d; best %.3f s: %.0f MB/s; daemon CPU %.2f s/GB" % (
+        what + ":", lines[0]["reads"], [l[hits] for l in lines], sum(l["wrong"] for l in lines),
+        sum(l["failed"] for l in lines), best, mbs[name], cpu / gb))
+print("  tier hits / daemon-served local hits: %.2f (every read checked against the source's length and CRC-32)"
+      % (mbs["e"] / mbs["e_local"]))
 PY
-fusermount3 -u "$WORK/m0"; wait "${NODE_PIDS[0]}"; NODE_PIDS=()
 stop_all
 fi

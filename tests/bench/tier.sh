@@ -180,7 +180,9 @@ fi
 if part E; then
 echo "== E. tier hits, 8 readers, one mount caching nothing locally"
 echo "   (beside: the same readers on local hits the daemon serves itself, passthrough=0,"
-echo "    the most a daemon-served read of these files can give on this machine)"
+echo "    the most a daemon-served read of these files can give on this machine; on local"
+echo "    hits the kernel reads itself, passthrough; and on the source files, native: what"
+echo "    these readers can take from this machine at all; page cache dropped every pass)"
 [ "${#MC_PIDS[@]}" -gt 0 ] || memcached_start 64    # D's, or its own
 # e_passes NAME OPTIONS: mounts m0 with OPTIONS, fills (one untimed pass),
 # then RUNS timed passes of 8 readers into $WORK/NAME, with the daemon's own
@@ -201,11 +203,15 @@ e_passes() {
 }
 e_passes e "policy=none,tier_servers=$WORK/tier"          # the first pass fills memcached
 e_passes e_local "cache_size=$((BYTES * 2)),passthrough=0"  # the first pass fills the cache
+e_passes e_pass "cache_size=$((BYTES * 2)),passthrough=1"
+python3 "$EPOCHS" "$SRC" "$SRC" --plain --epochs "$RUNS" --readers 8 --seed 15 --source-crc >"$WORK/e_native"
+echo 0 >"$WORK/e_native.ticks"
 python3 - "$WORK" "$BYTES" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 work, size, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 mbs = {}
-for name, what, hits in (("e", "tier hits", "tier_hits"), ("e_local", "local hits, daemon-served", "local_hits")):
+for name, what, hits in (("e", "tier hits", "tier_hits"), ("e_local", "local hits, daemon-served", "local_hits"),
+                         ("e_pass", "local hits, passthrough", "local_hits"), ("e_native", "native", "local_hits")):
     lines = [json.loads(l) for l in open("%s/%s" % (work, name))]
     best = min(l["seconds"] for l in lines)
     mbs[name] = size / best / 1e6
@@ -214,8 +220,9 @@ for name, what, hits in (("e", "tier hits", "tier_hits"), ("e_local", "local hit
     print("  %-26s %d reads, hits %s, wrong %d, failed %d; best %.3f s: %.0f MB/s; daemon CPU %.2f s/GB" % (
         what + ":", lines[0]["reads"], [l[hits] for l in lines], sum(l["wrong"] for l in lines),
         sum(l["failed"] for l in lines), best, mbs[name], cpu / gb))
-print("  tier hits / daemon-served local hits: %.2f (every read checked against the source's length and CRC-32)"
-      % (mbs["e"] / mbs["e_local"]))
+print("  tier hits / daemon-served local hits: %.2f, / passthrough local hits: %.2f, / native: %.2f"
+      % (mbs["e"] / mbs["e_local"], mbs["e"] / mbs["e_pass"], mbs["e"] / mbs["e_native"]))
+print("  (every read checked against the source's length and CRC-32)")
 PY
 stop_all
 fi

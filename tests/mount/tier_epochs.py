@@ -44,9 +44,11 @@ def stats(mount):
     return json.loads(dlcache.read_sample(os.path.join(mount, ".stats")))
 
 
-def totals(mounts):
+def totals(mounts, plain=False):
+    """Source opens, hits and tier hits summed over the mounts' .stats; all
+    0 for plain directories (--plain: the native baseline)."""
     opens = hits = tier_hits = 0
-    for m in mounts:
+    for m in [] if plain else mounts:
         s = stats(m)
         opens += s["remote_ops"]["open"]
         hits += s["hits"]
@@ -106,6 +108,8 @@ def main():
     ap.add_argument("--readers", type=int, default=2)
     ap.add_argument("--fault", default="")
     ap.add_argument("--fault-epoch", type=int, default=-1)
+    ap.add_argument("--plain", action="store_true",
+                    help="the mounts are plain directories (a native baseline): no .stats")
     ap.add_argument("--source-crc", action="store_true",
                     help="compare each read with the source's length and CRC-32, computed once")
     args = ap.parse_args()
@@ -134,7 +138,7 @@ def main():
         faulting = epoch == args.fault_epoch and fault_kind
         if faulting and fault_kind == "corrupt":
             print("corrupted %d values" % corrupt_all(int(fault_arg)), file=sys.stderr)
-        before = totals(args.mounts)
+        before = totals(args.mounts, args.plain)
         lock = threading.Lock()
         result = {"epoch": epoch, "reads": 0, "wrong": 0, "failed": 0, "max_read_seconds": 0.0}
         half = threading.Event()
@@ -176,7 +180,7 @@ def main():
         result["seconds"] = round(time.monotonic() - t0, 3)
         if faulting and fault_kind == "stop":
             os.kill(int(fault_arg), signal.SIGCONT)
-        after = totals(args.mounts)
+        after = totals(args.mounts, args.plain)
         result["source_opens"] = after[0] - before[0]
         result["local_hits"] = after[1] - before[1]
         result["tier_hits"] = after[2] - before[2]

@@ -127,6 +127,9 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino);
 /* Stops the workers (dropping queued requests) and waits for them. */
 void dlc_fetch_stop(struct dlc_fetch *fetch);
 
+/* Whether a prefetch worker holds ino's bytes for a reader now ("staged"). */
+bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino);
+
 /*
  * A hit that needs no reading now: an fd on ino's cache file, checked
  * earlier in this mount (dlc_cache_open_checked), counted as a hit.  -ESTALE

@@ -739,6 +739,37 @@ START_TEST(staged_files_passed_long_ago_are_dropped)
 END_TEST
 
 
+/*
+ * A file announced twice (a draw with replacement, or an order announced an
+ * epoch ahead) is prefetched for its first line, and reading it there keeps
+ * the readers' position at that line: the files announced between its two
+ * lines are still prefetched, and the second line is prefetched in turn.
+ * (Keyed by the latest line, the first read moved the position to the
+ * second line: file 0 was never staged for its first read, and the files
+ * between were skipped as passed.)  Each read waits until its file is
+ * staged, 2 s at most.
+ */
+START_TEST(a_file_announced_twice_keeps_the_readers_position)
+{
+	static const int order[] = { 0, 1, 2, 3, 4, 5, 0 };
+	const int n = (int)(sizeof(order) / sizeof(order[0]));
+
+	open_all(DLC_POLICY_NONE, 1 << 20, 0);
+	ck_assert_int_eq(dlc_fetch_start(fetch, 1, 2), 0);
+	for (int k = 0; k < n; k++)
+		ck_assert(dlc_fetch_prefetch(fetch, ino_of(order[k])));
+	for (int k = 0; k < n; k++) {
+		for (int t = 0; t < 200 && !dlc_fetch_is_staged(fetch, ino_of(order[k])); t++)
+			usleep(10000);
+		get_and_check(order[k]);
+	}
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_PREFETCH_HITS), (uint64_t)n);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_MISSES), 0);
+	/* policy=none keeps nothing: file 0 is fetched for each of its lines. */
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), (uint64_t)n);
+}
+END_TEST
+
 /* ---- blocks: files larger than max_file ------------------------------- */
 
 /* Opens the mount's parts with 4 KiB blocks for files over 1 KiB: each
@@ -1031,6 +1062,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, checked_hits_open_the_cache_file_until_it_changes);
 	tcase_add_test(hits, an_announced_order_costs_what_min_does);
 	tcase_add_test(hits, an_announced_repeat_lets_an_unread_entry_go);
+	tcase_add_test(hits, a_file_announced_twice_keeps_the_readers_position);
 	suite_add_tcase(s, hits);
 
 	tcase_add_checked_fixture(integrity, setup, teardown);

@@ -140,10 +140,15 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
  */
 bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
 
-/* The same for bytes fetched ahead of the reader by a prefetch: the policy
- * judges them by the announced use after the one they serve from memory
- * (dlc_policy_admit_ahead). */
-bool dlc_cache_offer_ahead(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
+/*
+ * The same, for bytes fetched ahead of their read (a prefetch), only while
+ * the cache has free room for them: no entry is evicted for bytes that are
+ * not read yet.  Returns whether the offer was made (admitted, or refused
+ * as dlc_cache_offer refuses); false when there was no room and nothing
+ * was done or counted: the caller offers them again when they are read,
+ * and the policy then decides as it does for a miss.
+ */
+bool dlc_cache_offer_if_room(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size);
 
 void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out);
 

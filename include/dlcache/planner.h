@@ -63,9 +63,6 @@ int dlc_planner_consume(struct dlc_planner *planner, uint32_t ino);
  * the order), or DLC_PLANNER_NEVER. */
 uint64_t dlc_planner_next_use(const struct dlc_planner *planner, uint32_t ino);
 
-/* The position of ino's unread line after the earliest, or DLC_PLANNER_NEVER. */
-uint64_t dlc_planner_second_use(const struct dlc_planner *planner, uint32_t ino);
-
 /* Unread lines held (announced, not yet consumed nor dropped). */
 uint64_t dlc_planner_lines(const struct dlc_planner *planner);
 

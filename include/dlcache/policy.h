@@ -91,15 +91,6 @@ int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
 		     struct dlc_ino_list *victims);
 
 /*
- * The same for bytes fetched ahead of the reader (a prefetch): they serve
- * ino's next announced use from memory, so the planner judges ino by the
- * announced use after that one.  Without an announced order, as
- * dlc_policy_admit.
- */
-int dlc_policy_admit_ahead(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
-			   struct dlc_ino_list *victims);
-
-/*
  * The job announced that ino will be read after everything announced
  * before it (a `prefetch PATH` line).  0; -ENOSPC when the planner holds
  * DLC_PLANNER_MAX_LINES unread lines (the line is not planned), -ENOMEM,

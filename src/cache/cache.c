@@ -469,9 +469,10 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)
 	pthread_mutex_unlock(&cache->lock);
 }
 
-/* dlc_cache_offer and dlc_cache_offer_ahead: ahead picks the admission. */
+/* dlc_cache_offer, and with room_only dlc_cache_offer_if_room (*made is
+ * false when there was no free room and nothing was done). */
 static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size,
-		  bool ahead)
+		  bool room_only, bool *made)
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[DLC_SNAPSHOT_PATH_MAX];
@@ -483,10 +484,15 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 
 	pthread_mutex_lock(&cache->lock);
 	footprint = dlc_store_footprint(size);
+	if (room_only && dlc_policy_used(cache->policy) + cache->pending_bytes + footprint >
+			 dlc_policy_capacity(cache->policy)) {
+		pthread_mutex_unlock(&cache->lock);
+		*made = false;
+		return false;
+	}
 	if (!dlc_cache_admitting(cache) || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
 	    dlc_cache_blocks_has(cache, ino) ||
-	    (ahead ? dlc_policy_admit_ahead : dlc_policy_admit)(cache->policy, ino, footprint,
-								&cache->victims) <= 0) {
+	    dlc_policy_admit(cache->policy, ino, footprint, &cache->victims) <= 0) {
 		pthread_mutex_unlock(&cache->lock);
 		goto bypass;
 	}
@@ -552,12 +558,17 @@ bypass:
 
 bool dlc_cache_offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size)
 {
-	return offer(cache, ino, data, size, false);
+	bool made;
+
+	return offer(cache, ino, data, size, false, &made);
 }
 
-bool dlc_cache_offer_ahead(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size)
+bool dlc_cache_offer_if_room(struct dlc_cache *cache, uint32_t ino, const void *data, uint64_t size)
 {
-	return offer(cache, ino, data, size, true);
+	bool made = true;
+
+	(void)offer(cache, ino, data, size, true, &made);
+	return made;
 }
 
 int dlc_cache_announce(struct dlc_cache *cache, uint32_t ino)

@@ -219,16 +219,6 @@ uint64_t dlc_planner_next_use(const struct dlc_planner *planner, uint32_t ino)
 	return full_seq(planner, planner->head[ino]);
 }
 
-uint64_t dlc_planner_second_use(const struct dlc_planner *planner, uint32_t ino)
-{
-	uint32_t next;
-
-	if (ino == 0 || ino > planner->max_ino || planner->head[ino] == 0)
-		return DLC_PLANNER_NEVER;
-	next = planner->line_next[slot_of(planner, full_seq(planner, planner->head[ino]))];
-	return next == 0 ? DLC_PLANNER_NEVER : full_seq(planner, next);
-}
-
 uint64_t dlc_planner_lines(const struct dlc_planner *planner)
 {
 	return planner->unread;

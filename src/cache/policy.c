@@ -638,11 +638,9 @@ static uint32_t importance_victim(const struct dlc_policy *policy, uint64_t use,
  * (or the victim list cannot grow), the popped entries are pushed back and
  * nothing is evicted: the cached set is as it was, and since both heap
  * orders are total no later decision can tell that a heap's layout changed.
- * ahead: the bytes serve ino's next announced use from memory (a prefetch),
- * so ino is judged by the use after that one.
  */
 static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
-			    bool ahead, struct dlc_ino_list *victims)
+			    struct dlc_ino_list *victims)
 {
 	float score = score_of(policy, ino);
 	uint64_t use = next_use(policy, ino);
@@ -655,8 +653,6 @@ static int importance_admit(struct dlc_policy *policy, uint32_t ino, uint64_t by
 	}
 	if (bytes > policy->capacity || bytes > MAX_CHARGE)
 		return 0;
-	if (ahead && policy->planner != NULL)
-		use = dlc_planner_second_use(policy->planner, ino);
 	while (bytes > policy->capacity - (policy->used - freed)) {
 		uint32_t victim = importance_victim(policy, use, score);
 
@@ -731,8 +727,8 @@ uint32_t dlc_policy_pass(const struct dlc_policy *policy)
 	return policy->pass;
 }
 
-static int admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes, bool ahead,
-		 struct dlc_ino_list *victims)
+int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
+		     struct dlc_ino_list *victims)
 {
 	victims->count = 0;
 	if (!ino_valid(policy, ino))
@@ -754,21 +750,9 @@ static int admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes, bool a
 		return 0;
 	case DLC_POLICY_IMPORTANCE:
 		note_read(policy, ino);
-		return importance_admit(policy, ino, bytes, ahead, victims);
+		return importance_admit(policy, ino, bytes, victims);
 	}
 	return 0;
-}
-
-int dlc_policy_admit(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
-		     struct dlc_ino_list *victims)
-{
-	return admit(policy, ino, bytes, false, victims);
-}
-
-int dlc_policy_admit_ahead(struct dlc_policy *policy, uint32_t ino, uint64_t bytes,
-			   struct dlc_ino_list *victims)
-{
-	return admit(policy, ino, bytes, true, victims);
 }
 
 /* The planner moved ino's next use: a cached ino is re-keyed (or changes heap). */

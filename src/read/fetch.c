@@ -34,7 +34,7 @@
  * reader is in memory, where no eviction can take it.  The cache plans with
  * the same order: each announced file is told to it (dlc_cache_announce),
  * each open of a reader moves it on (dlc_cache_consume), and a prefetch
- * offers its bytes as fetched ahead (dlc_cache_offer_ahead).
+ * offers its bytes when they are read (see fly).
  *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
@@ -92,6 +92,8 @@ struct staged {
 	uint64_t seq;
 	struct dlc_blob *blob;
 	uint64_t staged_ns;             /* CLOCK_MONOTONIC when it was staged */
+	bool offered;                   /* offered to the cache as it landed (free room,
+					 * or by a chunk read): not again at its read */
 };
 
 /*
@@ -621,17 +623,6 @@ static const struct source_ops packed_source = {
 	.block = { packed_block_open, packed_block_read, NULL, NULL },
 };
 
-/* Offers the bytes of flight's file to the cache; a prefetch's serve the
- * reader from memory, so admission judges them by the use after that. */
-static void offer_fetched(struct dlc_fetch *fetch, const struct flight *flight,
-			  const void *data, uint64_t size)
-{
-	if (flight->ahead)
-		dlc_cache_offer_ahead(fetch->cache, flight->ino, data, size);
-	else
-		dlc_cache_offer(fetch->cache, flight->ino, data, size);
-}
-
 /* In fetch->announced: the announcement was opened (consumed). */
 #define READ_BIT (1ULL << 63)
 
@@ -644,6 +635,16 @@ static bool passed(const struct dlc_fetch *fetch, uint64_t seq)
 	return seq + fetch->window <= fetch->reader_seq;
 }
 
+/* Offers a landing flight's bytes (see fly); whether the offer was made. */
+static bool offer_landing(struct dlc_fetch *fetch, const struct flight *flight,
+			  const void *data, uint64_t size)
+{
+	if (flight->ahead)
+		return dlc_cache_offer_if_room(fetch->cache, flight->ino, data, size);
+	dlc_cache_offer(fetch->cache, flight->ino, data, size);
+	return true;
+}
+
 static uint64_t monotonic_ns(void)
 {
 	struct timespec now;
@@ -652,11 +653,21 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
 }
 
-/* Fetches ino from the source as the owner of flight, then lands it. */
+/*
+ * Fetches ino from the source as the owner of flight, then lands it.  A
+ * miss's bytes are offered to the cache before it lands.  A prefetch's are
+ * too while the cache has free room (dlc_cache_offer_if_room: the cache
+ * fills in the background); otherwise when they are read (dlc_fetch_get
+ * takes them staged, or a reader joined the flight), so that admission
+ * decides at the read, as for a miss: decided a window of reads earlier,
+ * it evicted for files on a cache that changed by their read (3-6% more
+ * source opens in tests/bench/announce.sh).
+ */
 static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
 	struct dlc_blob *blob = blob_new(fetch, size);
-	bool offered = false;
+	bool offered = false;           /* to the cache, by the source (a chunk read) or here */
+	bool staged = false;
 	int rc;
 
 	if (!blob) {
@@ -665,13 +676,13 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	}
 	/* The cluster tier, between the local cache and the source: never fatal. */
 	if (fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size) == 0) {
-		offer_fetched(fetch, flight, blob->data, size);
+		offered = offer_landing(fetch, flight, blob->data, size);
 		rc = 0;
 		goto land;
 	}
 	rc = fetch->source->read_whole(fetch, flight->ino, blob, &offered);
 	if (rc == 0 && !offered)
-		offer_fetched(fetch, flight, blob->data, size);
+		offered = offer_landing(fetch, flight, blob->data, size);
 	if (rc == 0 && fetch->tier)
 		dlc_tier_offer(fetch->tier, flight->ino, blob->data, size,
 			       dlc_cache_score(fetch->cache, flight->ino));
@@ -697,12 +708,16 @@ land:
 	if (rc == 0 && flight->stage_seq && !fetch->stopping &&
 	    fetch->announced[flight->ino] == flight->stage_seq) {
 		fetch->staged[fetch->nstaged++] = (struct staged) {
-			flight->ino, flight->stage_seq, blob_get(blob), monotonic_ns()
+			flight->ino, flight->stage_seq, blob_get(blob), monotonic_ns(), offered
 		};
 		fetch->staged_bytes += blob->size;
+		staged = true;
 	}
 	pthread_cond_broadcast(&fetch->landed);
 	pthread_mutex_unlock(&fetch->lock);
+	/* A prefetch a reader opened in flight was read as it landed. */
+	if (rc == 0 && flight->ahead && !offered && !staged && !fetch->stopping)
+		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
 	return rc;
 }
 
@@ -759,7 +774,7 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
  * ino's own staged bytes, if any, are returned (the caller's reference).
  * Lock held.
  */
-static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino)
+static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino, bool *offered)
 {
 	struct dlc_blob *mine = NULL;
 	uint64_t seq = fetch->announced[ino];
@@ -792,8 +807,10 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino)
 			continue;
 		}
 		fetch->staged_bytes -= st->blob->size;
-		if (taken)
+		if (taken) {
 			mine = st->blob;
+			*offered = st->offered;
+		}
 		else
 			dlc_blob_put(st->blob);
 	}
@@ -802,7 +819,7 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino)
 	return mine;
 }
 
-static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino)
+static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool *offered)
 {
 	struct dlc_blob *staged;
 
@@ -810,7 +827,7 @@ static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino)
 		return NULL;
 	dlc_cache_consume(fetch->cache, ino);
 	pthread_mutex_lock(&fetch->lock);
-	staged = reader_opened(fetch, ino);
+	staged = reader_opened(fetch, ino, offered);
 	pthread_mutex_unlock(&fetch->lock);
 	return staged;
 }
@@ -819,12 +836,16 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 {
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
 	struct dlc_blob *blob;
+	bool offered = false;
 
 	if (!node)
 		return -ENOENT;
-	blob = note_open(fetch, ino);
+	blob = note_open(fetch, ino, &offered);
 	if (blob) {
-		/* Fetched ahead by a prefetch worker: nobody waits for the source. */
+		/* Fetched ahead by a prefetch worker: nobody waits for the source,
+		 * and its bytes go to the cache now, as a miss's would. */
+		if (!offered)
+			dlc_cache_offer(fetch->cache, ino, blob->data, node->size);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_PREFETCH_HITS, 1);
 		*out = blob;
@@ -885,8 +906,10 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 	 * and the file fetched twice).
 	 */
 	if (atomic_load_explicit(&fetch->planning, memory_order_acquire)) {
+		bool offered;   /* a hit: its staged copy, if any, is not needed */
+
 		pthread_mutex_lock(&fetch->lock);
-		dlc_blob_put(reader_opened(fetch, ino));
+		dlc_blob_put(reader_opened(fetch, ino, &offered));
 		pthread_mutex_unlock(&fetch->lock);
 		dlc_cache_consume(fetch->cache, ino);
 	}

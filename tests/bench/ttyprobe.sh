@@ -39,9 +39,9 @@ for round in $(seq "$ROUNDS"); do
 			for how in open helper; do
 				for where in native mounted; do
 					[ "$temp" = cold ] && drop_caches ||
-						python3 tests/bench/pyopen.py "$WORK/$where" 4 helper >/dev/null
+						python3 tests/bench/reader.py "$WORK/$where" 4 helper >/dev/null
 					before=$(stat_of ioctls)
-					read -r s _ _ < <(python3 tests/bench/pyopen.py "$WORK/$where" "$readers" "$how")
+					read -r s _ _ < <(python3 tests/bench/reader.py "$WORK/$where" "$readers" "$how")
 					[ "$where" = mounted ] && ioctls[$how]=$(($(stat_of ioctls) - before))
 					keep_min "$temp,$readers,$how,$where" "$s"
 				done

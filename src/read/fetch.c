@@ -10,31 +10,32 @@
  *
  * Prefetch.  "prefetch PATH" lines announce the order in which the job will
  * read: each announced file gets the next sequence number and joins a FIFO
- * plan.  Workers take files from the plan and fly them like misses (so the
- * bytes go through admission, and a reader arriving meanwhile joins the
- * flight), then keep the bytes in memory, "staged", until the reader opens
- * the file.  Several readers (DataLoader workers) share one announced
- * order: an open takes the file's staged bytes wherever the others are, and
- * marks its announcement read; the readers' position is the furthest
- * announced file opened.  A file announced more than once (sampling with
- * replacement, or an order announced an epoch ahead) is one announcement
- * at a time: an open consumes its earliest unread one, and the worker that
- * reaches a later line of it takes that line up only once the earlier one
- * was read (before, the file is staged or in flight for the earlier line,
- * and the cache plans its reuse).  Were an open to consume the latest
- * line, the readers' position would leap to it, an epoch ahead, and every
- * file staged in between would be dropped as passed and fetched again.  Plan entries a whole window behind it are
- * skipped; staged files that far behind are dropped only once they have
- * waited STAGED_GRACE_NS for a slower reader, so each announced file is
- * fetched once however many readers take turns.  A prefetch is staged in
- * the critical section where its flight lands, so a reader finds it either
- * in flight or staged, never in between.  Staged plus in-flight prefetches never
- * exceed the window (prefetch_window files, PREFETCH_WINDOW_BYTES bytes), so
- * the prefetcher stays a bounded distance ahead, and what it holds for the
- * reader is in memory, where no eviction can take it.  The cache plans with
- * the same order: each announced file is told to it (dlc_cache_announce),
- * each open of a reader moves it on (dlc_cache_consume), and a prefetch
- * offers its bytes when they are read (see fly).
+ * plan.  Workers take files from the plan and fly them like misses (a reader
+ * arriving meanwhile joins the flight), then keep the bytes in memory,
+ * "staged", until the reader opens the file; they enter the cache as they
+ * land while it has free room, else when they are read (see fly).  Several
+ * readers (DataLoader workers) share one announced order: an open takes the
+ * file's staged bytes wherever the others are, and marks its announcement
+ * read; the readers' position is the furthest announced file opened.  A file
+ * announced more than once (sampling with replacement, or an order announced
+ * an epoch ahead) is one announcement at a time: an open consumes its
+ * earliest unread one, and the worker that reaches a later line of it takes
+ * that line up only once the earlier one was read (before, the file is
+ * staged or in flight for the earlier line, and the cache plans its reuse).
+ * Were an open to consume the latest line, the readers' position would leap
+ * to it, an epoch ahead, and every file in between would be skipped as
+ * passed.  Plan entries a whole window behind the position are skipped;
+ * staged files that far behind are dropped only once they have waited
+ * STAGED_GRACE_NS for a slower reader, so each announced file is fetched
+ * once however many readers take turns.  A prefetch is staged in the
+ * critical section where its flight lands, so a reader finds it either in
+ * flight or staged, never in between.  Staged plus in-flight prefetches
+ * never exceed the window (prefetch_window files, PREFETCH_WINDOW_BYTES
+ * bytes), so the prefetcher stays a bounded distance ahead, and what it
+ * holds for the reader is in memory, where no eviction can take it.  The
+ * cache plans with the same order: each announced file is told to it
+ * (dlc_cache_announce), each open of a reader moves it on
+ * (dlc_cache_consume), and a prefetch is offered to it as said above.
  *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
@@ -667,7 +668,7 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 {
 	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;           /* to the cache, by the source (a chunk read) or here */
-	bool staged = false;
+	bool staged = false, stopping;
 	int rc;
 
 	if (!blob) {
@@ -713,10 +714,11 @@ land:
 		fetch->staged_bytes += blob->size;
 		staged = true;
 	}
+	stopping = fetch->stopping;
 	pthread_cond_broadcast(&fetch->landed);
 	pthread_mutex_unlock(&fetch->lock);
 	/* A prefetch a reader opened in flight was read as it landed. */
-	if (rc == 0 && flight->ahead && !offered && !staged && !fetch->stopping)
+	if (rc == 0 && flight->ahead && !offered && !staged && !stopping)
 		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
 	return rc;
 }
@@ -810,9 +812,9 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino, boo
 		if (taken) {
 			mine = st->blob;
 			*offered = st->offered;
-		}
-		else
+		} else {
 			dlc_blob_put(st->blob);
+		}
 	}
 	fetch->nstaged = kept;
 	pthread_cond_broadcast(&fetch->queued);
@@ -906,7 +908,7 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 	 * and the file fetched twice).
 	 */
 	if (atomic_load_explicit(&fetch->planning, memory_order_acquire)) {
-		bool offered;   /* a hit: its staged copy, if any, is not needed */
+		bool offered = false;   /* a hit: its staged copy, if any, is not needed */
 
 		pthread_mutex_lock(&fetch->lock);
 		dlc_blob_put(reader_opened(fetch, ino, &offered));

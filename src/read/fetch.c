@@ -16,15 +16,13 @@
  * land while it has free room, else when they are read (see fly).  Several
  * readers (DataLoader workers) share one announced order: an open takes the
  * file's staged bytes wherever the others are, and marks its announcement
- * read; the readers' position is the furthest announced file opened.  A file
- * announced more than once (sampling with replacement, or an order announced
- * an epoch ahead) is one announcement at a time: an open consumes its
- * earliest unread one, and the worker that reaches a later line of it takes
- * that line up only once the earlier one was read (before, the file is
- * staged or in flight for the earlier line, and the cache plans its reuse).
- * Were an open to consume the latest line, the readers' position would leap
- * to it, an epoch ahead, and every file in between would be skipped as
- * passed.  Plan entries a whole window behind the position are skipped;
+ * read; the readers' position is the furthest announced file opened.  An
+ * inode's announcement is its latest line: a file announced more than once
+ * (sampling with replacement) is prefetched for its last line, and its first
+ * read moves the position there (see DESIGN.md: the files in between are
+ * then skipped as passed; keying by the earliest unread line instead was
+ * tried and froze the position whenever readers ran ahead of the workers).
+ * Plan entries a whole window behind the position are skipped;
  * staged files that far behind are dropped only once they have waited
  * STAGED_GRACE_NS for a slower reader, so each announced file is fetched
  * once however many readers take turns.  A prefetch is staged in the
@@ -144,10 +142,9 @@ struct dlc_fetch {
 	size_t plan_count;              /* guarded by lock */
 	uint64_t plan_head_seq;         /* guarded by lock: sequence number at plan_head */
 	uint64_t next_seq;              /* guarded by lock: of the next announced file */
-	uint64_t *announced;            /* guarded by lock: per inode, the sequence number
-					 * of its earliest announcement not yet opened, or
-					 * of the last one opened with READ_BIT set, or 0
-					 * (never announced); NULL until the first prefetch */
+	uint64_t *announced;            /* guarded by lock: per inode, its latest sequence
+					 * number, 0 = never or already opened; NULL until
+					 * the first prefetch */
 	_Atomic bool planning;          /* announced != NULL: readers must report opens */
 	uint64_t reader_seq;            /* guarded by lock: the furthest announced file opened */
 	struct staged *staged;          /* guarded by lock: window entries, window of them */
@@ -624,9 +621,6 @@ static const struct source_ops packed_source = {
 	.block = { packed_block_open, packed_block_read, NULL, NULL },
 };
 
-/* In fetch->announced: the announcement was opened (consumed). */
-#define READ_BIT (1ULL << 63)
-
 /*
  * Whether announced position seq is behind the furthest reader by a whole
  * window: a plan entry that far behind is not fetched any more.  Lock held.
@@ -785,18 +779,7 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino, boo
 
 	if (seq == 0)
 		return NULL;
-	if (seq & READ_BIT) {
-		/*
-		 * A read of a later line that no worker has taken up yet
-		 * (readers ahead of them): its position is not known, so the
-		 * file's lines up to the one after the readers' furthest count
-		 * as read, and no worker fetches it for one of them.
-		 */
-		if (fetch->reader_seq + 1 > (seq & ~READ_BIT))
-			fetch->announced[ino] = (fetch->reader_seq + 1) | READ_BIT;
-		return NULL;
-	}
-	fetch->announced[ino] = seq | READ_BIT;
+	fetch->announced[ino] = 0;
 	if (seq > fetch->reader_seq)
 		fetch->reader_seq = seq;
 	for (unsigned i = 0; i < fetch->nstaged; i++) {
@@ -945,16 +928,8 @@ static void *prefetch_worker(void *arg)
 		seq = fetch->plan_head_seq++;
 		fetch->plan_head = (fetch->plan_head + 1) % fetch->plan_size;
 		fetch->plan_count--;
-		if (passed(fetch, seq))
-			continue;
-		/*
-		 * A later line of a file whose earlier one was read: this line
-		 * is now its earliest unread one.  The line read, or a later
-		 * line while an earlier one is still unread, is skipped.
-		 */
-		if ((fetch->announced[ino] & READ_BIT) && seq > (fetch->announced[ino] & ~READ_BIT))
-			fetch->announced[ino] = seq;
-		if (fetch->announced[ino] != seq)
+		/* Passed by the readers, read already, or announced again later. */
+		if (passed(fetch, seq) || fetch->announced[ino] != seq)
 			continue;
 		fetch->active++;
 		pthread_mutex_unlock(&fetch->lock);
@@ -1036,15 +1011,7 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 			fetch->plan_head_seq = fetch->next_seq + 1;
 		fetch->plan[(fetch->plan_head + fetch->plan_count) % fetch->plan_size] = ino;
 		fetch->plan_count++;
-		++fetch->next_seq;
-		/*
-		 * A file announced before keeps its announcement: an unread
-		 * earlier line stays its earliest, and after a read the worker
-		 * takes up the next line when it reaches it (the plan may hold
-		 * lines of the file before this one).
-		 */
-		if (fetch->announced[ino] == 0)
-			fetch->announced[ino] = fetch->next_seq;
+		fetch->announced[ino] = ++fetch->next_seq;
 		queued = true;
 		pthread_cond_broadcast(&fetch->queued);
 	}

@@ -655,7 +655,7 @@ static uint64_t monotonic_ns(void)
  * fills in the background); otherwise when they are read (dlc_fetch_get
  * takes them staged, or a reader joined the flight), so that admission
  * decides at the read, as for a miss: decided a window of reads earlier,
- * it evicted for files on a cache that changed by their read (3-6% more
+ * it evicted for files on a cache that changed by their read (2-4% more
  * source opens in tests/bench/announce.sh).
  */
 static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)

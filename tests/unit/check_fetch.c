@@ -787,7 +787,7 @@ END_TEST
  * cache fills in the background); once it is full, the bytes wait staged
  * and go to the cache when they are read, so that admission evicts for
  * them as it does for a miss, at the read (decided a window of reads
- * earlier, on a cache that changed by then, it cost 3-6% more source
+ * earlier, on a cache that changed by then, it cost 2-4% more source
  * opens in tests/bench/announce.sh).  A cache of one file: 0 fills it as
  * it lands; 1 and 2 wait staged, not offered (no bypass counted), and 1 is
  * offered when it is read.

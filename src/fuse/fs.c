@@ -621,7 +621,8 @@ static int open_local(struct fs *fs, fuse_ino_t ino, struct handle *h, bool *nee
  * mount is checked here, whole, so that it can pass through; *seq is read
  * before its data file is opened (dlc_passthrough_seq).
  */
-static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h, uint32_t *seq)
+static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h, uint32_t *seq,
+			    struct dlc_blob **later)
 {
 	struct dlc_fs_context *c = fs->context;
 	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
@@ -639,7 +640,7 @@ static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h, uin
 		return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
 	}
 	h->kind = HANDLE_BLOB;
-	return dlc_fetch_get(c->fetch, (uint32_t)ino, &h->blob);
+	return dlc_fetch_get_answer_first(c->fetch, (uint32_t)ino, &h->blob, later);
 }
 
 /*
@@ -759,13 +760,15 @@ static void run_source_wait(void *arg)
 	} else {
 		/* A reader that left before its turn costs no fetch. */
 		uint32_t seq = 0;
+		struct dlc_blob *later = NULL;  /* a prefetch hit's bytes, to the cache after the reply */
 
-		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h, &seq)
+		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h, &seq, &later)
 						     : -EINTR;
 		if (dlc_pending_claim(&w->pending))
 			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, seq, rc);
 		else
 			free_handle(w->fs, w->h);
+		dlc_fetch_offer_later(w->fs->context->fetch, (uint32_t)w->ino, later);
 	}
 	free(w);
 }

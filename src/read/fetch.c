@@ -819,18 +819,39 @@ static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool *o
 
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 {
+	struct dlc_blob *later = NULL;
+	int rc = dlc_fetch_get_answer_first(fetch, ino, out, &later);
+
+	dlc_fetch_offer_later(fetch, ino, later);
+	return rc;
+}
+
+void dlc_fetch_offer_later(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *later)
+{
+	if (!later)
+		return;
+	dlc_cache_offer(fetch->cache, ino, later->data, later->size);
+	dlc_blob_put(later);
+}
+
+int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out,
+			       struct dlc_blob **later)
+{
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
 	struct dlc_blob *blob;
 	bool offered = false;
 
+	*later = NULL;
 	if (!node)
 		return -ENOENT;
 	blob = note_open(fetch, ino, &offered);
 	if (blob) {
-		/* Fetched ahead by a prefetch worker: nobody waits for the source,
-		 * and its bytes go to the cache now, as a miss's would. */
+		/* Fetched ahead by a prefetch worker: nobody waits for the source.
+		 * Its bytes go to the cache as a miss's would, admission deciding
+		 * now, but written once the reader has its answer (the caller's
+		 * dlc_fetch_offer_later). */
 		if (!offered)
-			dlc_cache_offer(fetch->cache, ino, blob->data, node->size);
+			*later = blob_get(blob);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_PREFETCH_HITS, 1);
 		*out = blob;

@@ -818,6 +818,51 @@ START_TEST(a_prefetch_is_offered_to_a_full_cache_when_it_is_read)
 }
 END_TEST
 
+/*
+ * A reader answered first: a prefetched file that goes to the cache at its
+ * read is handed back to be offered after the reply, and nothing is written
+ * or decided before dlc_fetch_offer_later; a miss or a hit hands nothing.
+ */
+START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
+{
+	struct dlc_blob *blob = NULL, *later = NULL;
+
+	open_all(DLC_POLICY_IMPORTANCE, dlc_store_footprint(FILE_SIZE), 0);
+	ck_assert_int_eq(dlc_fetch_start(fetch, 1, 2), 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert(dlc_fetch_prefetch(fetch, ino_of(i)));
+	for (int t = 0; t < 200 && !dlc_fetch_is_staged(fetch, ino_of(1)); t++)
+		usleep(10000);
+	ck_assert(dlc_fetch_is_staged(fetch, ino_of(1)));
+	/* 0 landed into free room and was offered then: nothing to do later. */
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(0), &blob, &later), 0);
+	assert_contents(blob, 0);
+	ck_assert_ptr_null(later);
+	dlc_blob_put(blob);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS), 1);
+
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(1), &blob, &later), 0);
+	assert_contents(blob, 1);
+	ck_assert_ptr_nonnull(later);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_PREFETCH_HITS), 2);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS) +
+			  dlc_stats_get(&stats, DLC_STAT_BYPASSES), 1);
+	ck_assert(!dlc_cache_contains(cache, ino_of(1)));
+	dlc_blob_put(blob);     /* the reader is done before the offer */
+	dlc_fetch_offer_later(fetch, ino_of(1), later);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS) +
+			  dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
+
+	/* A miss writes before its answer, as before: nothing later. */
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), &blob, &later), 0);
+	assert_contents(blob, 2);
+	ck_assert_ptr_null(later);
+	dlc_blob_put(blob);
+	dlc_fetch_offer_later(fetch, ino_of(2), NULL);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 3);
+}
+END_TEST
+
 /* ---- blocks: files larger than max_file ------------------------------- */
 
 /* Opens the mount's parts with 4 KiB blocks for files over 1 KiB: each
@@ -1112,6 +1157,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, an_announced_repeat_lets_an_unread_entry_go);
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);
 	tcase_add_test(hits, a_prefetch_is_offered_to_a_full_cache_when_it_is_read);
+	tcase_add_test(hits, a_prefetch_hit_is_answered_before_its_cache_write);
 	suite_add_tcase(s, hits);
 
 	tcase_add_checked_fixture(integrity, setup, teardown);

@@ -10,7 +10,9 @@
 # With perf and the kernel's FUSE tracepoints, the last pass through the
 # mount is also recorded and each FUSE request's round trip printed
 # (tests/bench/fuse_latency.py).  OPTS adds mount options (io_uring=1 sets
-# the kernel's switch for the run and puts it back).  Needs root.
+# the kernel's switch for the run and puts it back).  DROP=1 drops the page
+# cache only, keeping dentries and inodes (no LOOKUP per file); the default,
+# 3, drops them too.  Needs root.
 . "$(dirname "$0")/lib.sh"
 FILES=${1:-4000}
 ROUNDS=${ROUNDS:-3}
@@ -34,7 +36,7 @@ if command -v perf >/dev/null && { [ -d /sys/kernel/tracing/events/fuse ] ||
 	{ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -d /sys/kernel/tracing/events/fuse ]; }; }; then
 	tracing=1
 fi
-echo "cold hits, one reader, $FILES files, $ROUNDS passes each (us per file); mount options: ${OPTS:-none}"
+echo "cold hits, one reader, $FILES files, $ROUNDS passes each (us per file); mount options: ${OPTS:-none}; drop_caches=${DROP:-3}"
 for round in $(seq "$ROUNDS"); do
 	drop_caches
 	echo "  native: $(python3 tests/bench/phases.py "$WORK/native")"

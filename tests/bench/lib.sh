@@ -115,7 +115,10 @@ mbps() { awk "BEGIN {printf \"%.0f\", $2 / $1 / 1048576}"; }
 now() { date +%s.%N; }
 since() { awk "BEGIN {printf \"%.3f\", $(now) - $1}"; }
 ratio() { awk "BEGIN {printf \"%.2f\", $1 / $2}"; }
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# drop_caches: empties the page cache, and with DROP=3 (the default) also
+# the dentries and inodes, so a mount's LOOKUPs reach the daemon again;
+# DROP=1 drops the pages only, as memory pressure on a long job does first.
+drop_caches() { sync; echo "${DROP:-3}" >/proc/sys/vm/drop_caches; }
 stat_of() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1], "rb", buffering=0))
 for k in sys.argv[2].split("."): v = v[k]
 print(v)' "$MNT/.stats" "$1"; }

@@ -22,6 +22,8 @@
 #     BASELINE=build-sys/dlcache BASELINE_OPTS= tests/bench/read.sh 4000
 # or FUSE over io_uring against /dev/fuse, both with passthrough:
 #     THIS_OPTS=io_uring=1 BASELINE_OPTS= tests/bench/read.sh 4000
+# DROP=1 makes "cold" drop the page cache only (dentries and inodes stay,
+# so a cold hit costs no LOOKUP); the default, 3, drops them too.
 # With io_uring=1 in either, the kernel's switch
 # (/sys/module/fuse/parameters/enable_uring) is set to Y for the run and
 # its previous value written back on exit.
@@ -67,7 +69,7 @@ with() {
 	else DLCACHE=$BASELINE mount_dlcache "$SRC" "cache_size=100G${BASELINE_OPTS:+,$BASELINE_OPTS}"; fi
 }
 
-echo "hits: $FILES files, $(du -sh "$WORK/cache/data" | cut -f1) cached, best of $ROUNDS rounds"
+echo "hits: $FILES files, $(du -sh "$WORK/cache/data" | cut -f1) cached, best of $ROUNDS rounds; cold: drop_caches=${DROP:-3}"
 echo "  this: $("$THIS" --version) ${THIS_OPTS:+-o $THIS_OPTS}; baseline: $("$BASELINE" --version) ${BASELINE_OPTS:+-o $BASELINE_OPTS}"
 for round in $(seq 1 "$ROUNDS"); do
 	for build in this baseline; do

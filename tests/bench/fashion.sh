@@ -21,6 +21,8 @@
 #   TRAIN=3000 TEST=2000 EPOCHS=4 SEEDS="1 2" FRACTIONS="0.3" \
 #   TARGETS=0.75,0.8 tests/bench/fashion.sh (a reduced run)
 #   ONLY=sampler tests/bench/fashion.sh     (the rows whose name matches, and no-cache)
+#   NO_CACHE=0 ...                          (without the no-cache row: freeze +
+#                                            shuffle trains the same model, seed by seed)
 . "$(dirname "$0")/lib.sh"
 . tests/deps.sh
 dlc_install_packages "${DLC_TRAIN_PACKAGES[@]}" "${DLC_FASHION_PACKAGES[@]}"
@@ -53,7 +55,7 @@ echo "Fashion-MNIST: $NTRAIN training PNGs ($CHARGED bytes charged), $TEST test 
 run() {
 	local name=$1 policy=$2 fraction=$3 sampler=$4 seed
 	shift 4
-	[[ "$name" =~ ${ONLY:-.} ]] || [ "$name" = no-cache ] || return 0
+	[[ "$name" =~ ${ONLY:-.} ]] || { [ "$name" = no-cache ] && [ "${NO_CACHE:-1}" = 1 ]; } || return 0
 	local size
 	size=$(awk "BEGIN {printf \"%d\", $CHARGED * $fraction}")
 	[ "$size" -gt 0 ] || size=1M   # policy=none keeps nothing; any size will do

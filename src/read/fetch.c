@@ -847,9 +847,9 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc
 	blob = note_open(fetch, ino, &offered);
 	if (blob) {
 		/* Fetched ahead by a prefetch worker: nobody waits for the source.
-		 * Its bytes go to the cache as a miss's would, admission deciding
-		 * now, but written once the reader has its answer (the caller's
-		 * dlc_fetch_offer_later). */
+		 * Its bytes are offered to the cache as a miss's would be, its read
+		 * already consumed (note_open), but once the reader has its answer
+		 * (the caller's dlc_fetch_offer_later): admission decides then. */
 		if (!offered)
 			*later = blob_get(blob);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);

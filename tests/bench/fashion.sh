@@ -21,6 +21,9 @@
 #   TRAIN=3000 TEST=2000 EPOCHS=4 SEEDS="1 2" FRACTIONS="0.3" \
 #   TARGETS=0.75,0.8 tests/bench/fashion.sh (a reduced run)
 #   ONLY=sampler tests/bench/fashion.sh     (the rows whose name matches, and no-cache)
+#   SAMPLER_OPTS="--weights --fixed --aggressiveness 0.2" ...
+#                                           (the sampler row's train.py options;
+#                                            default --weights, empty for none)
 #   NO_CACHE=0 ...                          (without the no-cache row: freeze +
 #                                            shuffle trains the same model, seed by seed)
 . "$(dirname "$0")/lib.sh"
@@ -77,7 +80,8 @@ for f in $FRACTIONS; do
 	pct=$(awk "BEGIN {printf \"%d\", $f * 100}")
 	run "freeze-$pct"             freeze     "$f" shuffle
 	run "importance-$pct"         importance "$f" shuffle
-	run "importance+sampler-$pct" importance "$f" cache-aware --weights
+	# shellcheck disable=SC2086  # SAMPLER_OPTS is a list of options
+	run "importance+sampler-$pct" importance "$f" cache-aware ${SAMPLER_OPTS---weights}
 done
 echo
 "$PY" tests/bench/fashion.py table "$TARGETS" "$WORK"/*.json

@@ -278,20 +278,33 @@ class CacheAwareSampler(_EpochSampler):
     """Draws an epoch by importance, favours what the cache holds, adapts how
     much it favours it to the training's progress, and announces the order.
 
-    aggressiveness a in [0, 1) sets how far the epoch leans on the cache:
-    - importance sampling: sample i is drawn (with replacement) with weight
-      (1 - a) + 2a * score_i, where score_i in [0, 1] is its loss rank (0.5
-      until it has one), so high-loss samples are seen more often;
-    - substitution (Quiver): a drawn sample that is not cached is replaced,
-      with probability a, by a cached sample drawn by the same weights;
+    aggressiveness a in [0, 1) sets how far the epoch leans on the cache.
+    Each sample has the weight w_i = (1 - a) + 2a * score_i, where score_i
+    in [0, 1] is its loss rank (0.5 until it has one), so high-loss samples
+    are seen more often.  An epoch is N reads (the default draw):
+    - misses read once: each sample the cache lacks is in the epoch at most
+      once, with probability pi_i = (1 - a) w_i / mean(w) over the uncached
+      samples, taken in turn (a per-sample credit grows by pi_i each epoch
+      and the sample is read when it reaches 1), so every uncached sample
+      comes round every 1/pi_i epochs, not by chance;
+    - the cached samples fill the other slots: each once, and the slots a
+      leaves over shared by weight (systematic sampling);
+    with replacement=True (the draw before 2026-11-26) the N reads are drawn
+    with replacement by weight, and a drawn miss is replaced, with
+    probability a, by a cached sample drawn by the same weights (Quiver's
+    substitution); N draws then reach only about 63% of the samples, and
+    on Fashion-MNIST (BENCHMARKS.md) it learned less per epoch than the
+    draw above;
     - ordering: all draws are shuffled together (the default: every batch
       mixes hits and misses, as a plain shuffle's do; the announced order
       lets the cache keep the hits until they are read); with cached_first
       (SHADE's PADS) the cached samples come first, then the rest, each part
       shuffled, which trains on the cached part alone for most of the epoch
       and costs accuracy.
-    No sample starves: every draw picks sample i with probability at least
-    (1 - a)^2 / n.  a = 0 is a plain shuffle.
+    No sample starves: an uncached sample is read at least every
+    1 / (1 - a)^2 epochs (with replacement: every draw picks sample i with
+    probability at least (1 - a)^2 / n).  a = 0, or an epoch with nothing
+    cached, is a plain shuffle.
 
     Adaptation (adaptive=True, the default; SHADE's PADS raises the hit rate
     "while keeping the accuracy improvement in check"): aggressiveness is
@@ -309,9 +322,10 @@ class CacheAwareSampler(_EpochSampler):
     no change to the loop.  adaptive=False keeps a fixed.  history lists
     (epoch, a, signal) per epoch.
 
-    Unbiased weights: draw_probability(i) is p_i, the probability that one
-    draw of the epoch yields sample i (importance and substitution
-    included), and loss_weights(indices) gives 1 / (N p_i) for each index,
+    Unbiased weights: draw_probability(i) is p_i, the expected number of
+    reads of sample i in the epoch over N (with replacement: the probability
+    that one draw yields it), and loss_weights(indices) gives 1 / (N p_i)
+    for each index,
     so that the mean of weight * loss over an epoch's draws estimates the
     mean loss over the whole dataset, as a plain shuffle's does:
         w = torch.tensor(sampler.loss_weights(indices))
@@ -320,7 +334,8 @@ class CacheAwareSampler(_EpochSampler):
     variance.
 
     Announcement: with prefetch (the default, and a mount) set_epoch()
-    writes the whole order it drew, in reading order and repeats included,
+    writes the whole order it drew, in reading order and repeats (of the
+    cached samples) included,
     as prefetch lines after the epoch line, so the cache plans with it
     (Belady's MIN) and the prefetcher fetches the misses ahead.
 
@@ -331,7 +346,7 @@ class CacheAwareSampler(_EpochSampler):
 
     def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0,
                  adaptive=True, min_a=0.1, max_a=0.8, step=0.1, min_gain=0.002,
-                 min_loss_drop=0.01, cached_first=False, clip=None):
+                 min_loss_drop=0.01, cached_first=False, clip=None, replacement=False):
         if not 0 <= aggressiveness < 1:
             raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
         if adaptive and not 0 <= min_a <= max_a < 1:
@@ -350,6 +365,8 @@ class CacheAwareSampler(_EpochSampler):
         self.min_gain, self.min_loss_drop = min_gain, min_loss_drop
         self.cached_first = cached_first
         self.clip = clip
+        self.replacement = replacement
+        self._credit = []
         self.cached_fraction = 0.0
         self.history = []
         self._probability = [1.0 / max(1, len(self.paths))] * len(self.paths)
@@ -442,7 +459,13 @@ class CacheAwareSampler(_EpochSampler):
 
     def _draw(self, rng):
         n = len(self.paths)
-        if self.a == 0:
+        cached = set()
+        if self.a > 0 and self.mount:
+            held = self.mount.cached()
+            rel = self.reporter.paths
+            cached = {i for i in range(n) if rel[i] in held}
+        if self.a == 0 or (not cached and not self.replacement):
+            # A plain shuffle: nothing to lean on (or no leaning at all).
             order = list(range(n))
             rng.shuffle(order)
             self.cached_fraction = 0.0
@@ -450,11 +473,25 @@ class CacheAwareSampler(_EpochSampler):
             self._drawn = order
             return order
         weights = self._weights()
-        cached = set()
-        if self.mount:
-            held = self.mount.cached()
-            rel = self.reporter.paths
-            cached = {i for i in range(n) if rel[i] in held}
+        if self.replacement:
+            hits, misses = self._draw_with_replacement(rng, weights, cached)
+        else:
+            hits, misses = self._draw_misses_once(rng, weights, cached)
+        self.cached_fraction = len(hits) / max(1, n)
+        if self.cached_first:
+            rng.shuffle(hits)
+            rng.shuffle(misses)
+            order = hits + misses
+        else:
+            order = hits + misses
+            rng.shuffle(order)
+        self._drawn = order
+        return order
+
+    def _draw_with_replacement(self, rng, weights, cached):
+        """N draws by weight, each miss swapped with probability a for a
+        cached sample drawn by weight among the cached ones."""
+        n = len(self.paths)
         # p_i of one draw: q_i by weight; a miss is swapped with probability
         # a for a cached sample drawn by weight among the cached ones.
         total = sum(weights)
@@ -476,16 +513,53 @@ class CacheAwareSampler(_EpochSampler):
             if i not in cached and cached and rng.random() < self.a:
                 i = next(substitutes)
             (hits if i in cached else misses).append(i)
-        self.cached_fraction = len(hits) / max(1, n)
-        if self.cached_first:
-            rng.shuffle(hits)
-            rng.shuffle(misses)
-            order = hits + misses
-        else:
-            order = hits + misses
-            rng.shuffle(order)
-        self._drawn = order
-        return order
+        return hits, misses
+
+    def _draw_misses_once(self, rng, weights, cached):
+        """Each sample the cache lacks is read at most once: sample i is in
+        the epoch with probability pi_i = (1 - a) w_i / mean(w) over the
+        uncached samples (at most 1), taken in turn across epochs (a credit
+        per sample grows by pi_i each epoch, the sample is read when it
+        reaches 1), so every uncached sample comes round every 1/pi_i
+        epochs instead of by chance.  The other slots of the N go to the
+        cached samples: each once, plus the rest shared by weight
+        (systematic sampling, so counts differ by at most one from their
+        expectation).  p_i is the expected number of reads over N."""
+        n = len(self.paths)
+        if len(self._credit) != n:
+            seeded = random.Random(self.seed * 1000003 - 1)
+            self._credit = [seeded.random() for _ in range(n)]
+        uncached = [i for i in range(n) if i not in cached]
+        mean_w = sum(weights[i] for i in uncached) / max(1, len(uncached))
+        expected = [0.0] * n
+        misses = []
+        for i in uncached:
+            pi = min(1.0, (1 - self.a) * weights[i] / mean_w)
+            expected[i] = pi
+            self._credit[i] += pi
+            if self._credit[i] >= 1:
+                self._credit[i] -= 1
+                misses.append(i)
+        pool = sorted(cached)
+        rng.shuffle(pool)
+        slots = n - sum(expected)          # expected slots left for the cached samples
+        extra = max(0.0, slots - len(pool))
+        pool_weight = sum(weights[i] for i in pool)
+        for i in pool:
+            expected[i] = 1 + extra * weights[i] / pool_weight
+        # Systematic sampling of the slots actually left over the cached
+        # pool, in a random order: sample i gets floor or ceil of its share.
+        left = n - len(misses)
+        scale = left / max(1e-12, sum(expected[i] for i in pool))
+        hits, edge, offset = [], 0.0, rng.random()
+        for i in pool:
+            start = edge
+            edge += expected[i] * scale
+            hits.extend([i] * (math.floor(edge + offset) - math.floor(start + offset)))
+        del hits[left:]                    # rounding of the edges, either way
+        hits.extend(pool[-1:] * (left - len(hits)))
+        self._probability = [e / n for e in expected]
+        return hits, misses
 
     def announcement(self, order):
         """The whole order, in reading order, repeats included: a sample

@@ -128,6 +128,9 @@ def parse_args():
                    "the starting value when adaptive)")
     p.add_argument("--fixed", action="store_true",
                    help="cache-aware sampler: keep --aggressiveness, do not adapt it")
+    p.add_argument("--replacement", action="store_true",
+                   help="cache-aware sampler: draw with replacement (the misses too) instead "
+                   "of reading each uncached sample at most once an epoch")
     p.add_argument("--weights", action="store_true",
                    help="cache-aware sampler: weigh each loss by 1/(N p_i) (unbiased)")
     p.add_argument("--model", choices=("small", "gray28"), default="small",
@@ -182,6 +185,7 @@ def main():
         sampler = dlcache.CacheAwareSampler(paths, reporter, mount=mount,
                                             aggressiveness=args.aggressiveness,
                                             adaptive=not args.fixed,
+                                            replacement=args.replacement,
                                             prefetch=prefetch, seed=args.seed)
     elif args.sampler == "chunk":
         sampler = dlcache.ChunkShuffleSampler(paths, mount.chunks() if mount else {}, mount=mount,

@@ -141,7 +141,8 @@ class SamplerTest(unittest.TestCase):
 
     def test_importance_favours_high_loss_but_starves_nobody(self):
         _, r = self.reporter()
-        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.8, adaptive=False)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.8, adaptive=False,
+                                      replacement=True)
         counts = collections.Counter()
         for epoch in range(200):
             s.set_epoch(epoch)
@@ -150,6 +151,33 @@ class SamplerTest(unittest.TestCase):
         low = sum(counts[i] for i in range(10))
         high = sum(counts[i] for i in range(90, 100))
         self.assertGreater(high, 3 * low)
+
+    def test_each_miss_is_read_at_most_once_and_every_one_comes_round(self):
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
+        _, r = self.reporter(held)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5, adaptive=False)
+        reads = collections.Counter()
+        for epoch in range(1, 5):
+            s.set_epoch(epoch)
+            order = list(s)
+            self.assertEqual(len(order), 100)
+            counts = collections.Counter(order)
+            self.assertEqual(max(counts[i] for i in range(70)), 1, "a miss read twice")
+            # the cached samples fill the rest: each at least once
+            self.assertTrue(all(counts[i] >= 1 for i in range(70, 100)))
+            reads.update(i for i in order if i < 70)
+        # pi_i >= (1 - a)^2 / mean weight = 0.25: within four epochs every
+        # uncached sample is read, the high-loss ones more often.
+        self.assertEqual(len(reads), 70, "an uncached sample never came round")
+        self.assertGreater(sum(reads[i] for i in range(60, 70)),
+                           1.5 * sum(reads[i] for i in range(10)))
+
+    def test_without_a_cache_the_epoch_is_a_permutation(self):
+        _, r = self.reporter()
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5)
+        s.set_epoch(1)
+        self.assertEqual(sorted(s), list(range(100)))
+        self.assertEqual(s.loss_weights(range(100)), [1.0] * 100)
 
     def test_epochs_differ_and_are_reproducible(self):
         _, r = self.reporter()
@@ -237,19 +265,22 @@ class WeightTest(unittest.TestCase):
         r = dlcache.RankReporter(m, PATHS, every=1000)
         r.report(list(range(100)), [float(i) for i in range(100)])
         r.rerank()
-        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.6, adaptive=False)
-        s.set_epoch(0)
-        p = [s.draw_probability(i) for i in range(100)]
-        self.assertAlmostEqual(sum(p), 1.0)
-        counts = collections.Counter()
-        epochs = 400
-        for epoch in range(epochs):
-            s.set_epoch(epoch)
-            counts.update(s)
-        for group in (range(0, 50, 3), range(1, 50, 3), range(51, 100, 3), range(99, 50, -3)):
-            expected = sum(p[i] for i in group) * 100 * epochs
-            observed = sum(counts[i] for i in group)
-            self.assertLess(abs(observed - expected), 0.05 * expected, list(group))
+        for replacement in (False, True):
+            s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.6, adaptive=False,
+                                          replacement=replacement)
+            s.set_epoch(0)
+            p = [s.draw_probability(i) for i in range(100)]
+            self.assertAlmostEqual(sum(p), 1.0)
+            counts = collections.Counter()
+            epochs = 400
+            for epoch in range(epochs):
+                s.set_epoch(epoch)
+                counts.update(s)
+            for group in (range(0, 50, 3), range(1, 50, 3), range(51, 100, 3), range(99, 50, -3)):
+                expected = sum(p[i] for i in group) * 100 * epochs
+                observed = sum(counts[i] for i in group)
+                self.assertLess(abs(observed - expected), 0.05 * expected,
+                                (replacement, list(group)))
 
     def test_weighted_mean_loss_is_unbiased_where_the_plain_mean_is_not(self):
         held = {os.path.relpath(p, "/mnt/data") for p in PATHS[60:]}
@@ -258,19 +289,21 @@ class WeightTest(unittest.TestCase):
         loss = [float(i) for i in range(100)]
         r.report(list(range(100)), loss)
         r.rerank()
-        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.7, adaptive=False)
-        weighted = plain = 0.0
-        epochs = 300
-        for epoch in range(epochs):
-            s.set_epoch(epoch)
-            order = list(s)
-            w = s.loss_weights(order)
-            weighted += sum(wi * loss[i] for wi, i in zip(w, order)) / len(order)
-            plain += sum(loss[i] for i in order) / len(order)
         true_mean = sum(loss) / len(loss)
-        self.assertLess(abs(weighted / epochs - true_mean), 0.03 * true_mean)
-        self.assertGreater(plain / epochs - true_mean, 0.2 * true_mean,
-                           "cached high-loss samples are drawn more often")
+        for replacement in (False, True):
+            s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.7, adaptive=False,
+                                          replacement=replacement)
+            weighted = plain = 0.0
+            epochs = 300
+            for epoch in range(epochs):
+                s.set_epoch(epoch)
+                order = list(s)
+                w = s.loss_weights(order)
+                weighted += sum(wi * loss[i] for wi, i in zip(w, order)) / len(order)
+                plain += sum(loss[i] for i in order) / len(order)
+            self.assertLess(abs(weighted / epochs - true_mean), 0.03 * true_mean, replacement)
+            self.assertGreater(plain / epochs - true_mean, 0.2 * true_mean,
+                               "cached high-loss samples are drawn more often")
 
     def test_a_plain_shuffle_weighs_one_and_clip_caps(self):
         m = FakeMount({os.path.relpath(PATHS[0], "/mnt/data")})

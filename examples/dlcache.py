@@ -313,8 +313,13 @@ class CacheAwareSampler(_EpochSampler):
     - the signal improved on its best value so far by more than min_gain
       (validation accuracy: absolute, 0.002 = 0.2 point) or min_loss_drop
       (a loss: relative, 0.01 = 1%): a rises by step, up to max_a;
-    - it stalled or got worse: a falls by 2 * step, down to min_a
-      (back off twice as fast as it climbs, so a stall costs little).
+    - it fell below that best by more than tolerance (accuracy: absolute,
+      0.01 = 1 point; a loss: relative, 0.01 = 1%): a falls by 2 * step,
+      down to min_a (back off twice as fast as it climbs);
+    - in between it holds: validation accuracy on a few thousand images
+      moves by half a point between epochs by chance, and a decaying
+      learning rate flattens the curve; backing off on every such stall
+      kept a wandering between 0.2 and 0.6 (BENCHMARKS.md).
     The signal is what the loop gives observe(accuracy=...) or
     observe(loss=...) since the last epoch; without it, the sampler observes
     the importance-weighted mean of the latest losses of the samples the
@@ -346,14 +351,15 @@ class CacheAwareSampler(_EpochSampler):
 
     def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0,
                  adaptive=True, min_a=0.1, max_a=0.8, step=0.1, min_gain=0.002,
-                 min_loss_drop=0.01, cached_first=False, clip=None, replacement=False):
+                 min_loss_drop=0.01, tolerance=0.01, cached_first=False, clip=None,
+                 replacement=False):
         if not 0 <= aggressiveness < 1:
             raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
         if adaptive and not 0 <= min_a <= max_a < 1:
             raise ValueError("adaptation needs 0 <= min_a <= max_a < 1, not min_a=%r max_a=%r"
                              % (min_a, max_a))
-        if step < 0 or min_gain < 0 or min_loss_drop < 0:
-            raise ValueError("step, min_gain and min_loss_drop must not be negative")
+        if step < 0 or min_gain < 0 or min_loss_drop < 0 or tolerance < 0:
+            raise ValueError("step, min_gain, min_loss_drop and tolerance must not be negative")
         if clip is not None and clip <= 0:
             raise ValueError("clip must be a positive weight or None, not %r" % clip)
         mount = mount if mount is not None else reporter.mount
@@ -363,6 +369,7 @@ class CacheAwareSampler(_EpochSampler):
         self.adaptive = adaptive
         self.min_a, self.max_a, self.step = min_a, max_a, step
         self.min_gain, self.min_loss_drop = min_gain, min_loss_drop
+        self.tolerance = tolerance
         self.cached_first = cached_first
         self.clip = clip
         self.replacement = replacement
@@ -412,18 +419,22 @@ class CacheAwareSampler(_EpochSampler):
         if best is None:
             self._best[kind] = value
             return signal
+        # Beyond min_gain (min_loss_drop) of the best so far: progress, a
+        # rises.  Worse than the best by more than tolerance: a regression,
+        # a falls twice as fast.  In between, the noise of the signal (half
+        # a point of accuracy between epochs on a small validation set, or
+        # the plateau of a decaying learning rate): a holds.
         if kind == "accuracy":
             improved = value > best + self.min_gain
+            worse = value < best - self.tolerance
+            self._best[kind] = max(best, value)
         else:
             improved = value < best * (1 - self.min_loss_drop) if best > 0 else value < best
+            worse = value > best * (1 + self.tolerance) if best > 0 else value > best
+            self._best[kind] = min(best, value)
         if improved:
-            self._best[kind] = value
             self.a = round(min(self.max_a, self.a + self.step), 6)
-        else:
-            if kind == "accuracy":
-                self._best[kind] = max(best, value)
-            else:
-                self._best[kind] = min(best, value)
+        elif worse:
             self.a = round(max(self.min_a, self.a - 2 * self.step), 6)
         return signal
 

@@ -695,7 +695,10 @@ class DistributedSlicer:
     "epoch N" and this rank's slice as prefetch lines to mount, as base
     would announce it (every draw, repeats included, for a sampler that
     draws with replacement).  Give the mount on one rank per node, or on
-    every rank when each node runs one.
+    every rank when each node runs one.  A base CacheAwareSampler has no
+    mount, so it sees no cached set: its default draw is then a plain
+    shuffle, and replacement=True keeps the importance draws (with
+    replacement, favouring high-loss samples) on every rank.
     """
 
     def __init__(self, base, rank, world_size, mount=None, prefetch=True):

@@ -69,17 +69,21 @@ def main():
     ranks = dlcache.RankReporter(m, paths, every=1)
     ranks.report(list(range(len(paths))), loss)      # every sample's difficulty, known
     ranks.rerank()
-    if job == "sampler":
+    if job in ("sampler", "sampler-replacement"):
+        # sampler: the default draw (uncached samples read at most once an
+        # epoch); sampler-replacement: the draw with replacement, which the
+        # rows before 2026-11-26 measured.
         sampler = dlcache.CacheAwareSampler(paths, ranks, aggressiveness=0.5, adaptive=False,
-                                            seed=3)
+                                            seed=3, replacement=job == "sampler-replacement")
     elif job in ("weights", "weights-ahead"):
         orders = weight_orders(len(paths), loss, epochs)
     else:
-        sys.exit("announce.py: JOB is sampler, weights or weights-ahead, not %r" % job)
+        sys.exit("announce.py: JOB is sampler, sampler-replacement, weights or weights-ahead, "
+                 "not %r" % job)
     before = m.stats()
     trace = []
     for epoch in range(1, epochs + 1):
-        if job == "sampler":
+        if job.startswith("sampler"):
             sampler.set_epoch(epoch)
             order = list(sampler)
         else:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/bench/announce.sh [SAMPLES] [EPOCHS] - issue 14's announced traces
 # through a real mount: importance-sampled jobs (tests/bench/announce.py:
-# lognormal losses; the helper's CacheAwareSampler, and draws by the
+# lognormal losses; the helper's CacheAwareSampler (JOBS=sampler-replacement: its
+# draw with replacement), and draws by the
 # weights alone announced as each epoch starts or one epoch early) read
 # SAMPLES files of one block each for EPOCHS epochs over a fresh cache of
 # FRACTIONS of them (policy=importance, one prefetch thread, the default
@@ -27,7 +28,7 @@ PY
 	touch "$DATA/complete"
 fi
 echo "$SAMPLES files of 2000 bytes, $EPOCHS epochs, importance sampling by lognormal losses"
-printf '%-6s %-14s %9s %12s %11s %7s\n' cache job accesses source-opens min-misses "x MIN"
+printf '%-6s %-19s %9s %12s %11s %7s\n' cache job accesses source-opens min-misses "x MIN"
 for f in $FRACTIONS; do
 	room=$(awk "BEGIN {printf \"%d\", $f * $SAMPLES}")
 	for mode in ${JOBS:-sampler weights weights-ahead}; do
@@ -38,6 +39,6 @@ for f in $FRACTIONS; do
 		unmount_dlcache
 		python3 -c 'import json, sys
 r = json.loads(sys.argv[2])
-print("%-6s %-14s %9d %12d %11d %7.3f" % (sys.argv[1], r["job"], r["accesses"], r["source_opens"], r["min_misses"], r["ratio"]))' "$f" "$line"
+print("%-6s %-19s %9d %12d %11d %7.3f" % (sys.argv[1], r["job"], r["accesses"], r["source_opens"], r["min_misses"], r["ratio"]))' "$f" "$line"
 	done
 done

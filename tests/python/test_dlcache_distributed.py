@@ -132,7 +132,8 @@ class DistributedSlicerTest(unittest.TestCase):
         rep = dlcache.RankReporter(None, PATHS, every=1)
         rep.report(list(range(100)), [float(i % 7) for i in range(100)])
         rep.rerank()
-        base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.9, seed=5)
+        base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.9, seed=5,
+                                      replacement=True)
         mount = FakeMount()
         s = dlcache.DistributedSlicer(base, 0, 2, mount)
         s.set_epoch(1)
@@ -145,7 +146,8 @@ class DistributedSlicerTest(unittest.TestCase):
             rep = dlcache.DistributedRankReporter(None, PATHS, every=1, all_gather=gather)
             rep.report([rank * 50 + i for i in range(50)], [float(i) for i in range(50)])
             rep.rerank()
-            base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.5, seed=9)
+            base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.5, seed=9,
+                                             replacement=True)
             s = dlcache.DistributedSlicer(base, rank, 2)
             s.set_epoch(1)
             return base, list(s)

@@ -302,7 +302,7 @@ class CacheAwareSampler(_EpochSampler):
       shuffled, which trains on the cached part alone for most of the epoch
       and costs accuracy.
     No sample starves: an uncached sample is read at least every
-    1 / (1 - a)^2 epochs (with replacement: every draw picks sample i with
+    (1 + a) / (1 - a)^2 epochs (with replacement: every draw picks sample i with
     probability at least (1 - a)^2 / n).  a = 0, or an epoch with nothing
     cached, is a plain shuffle.
 

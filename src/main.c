@@ -272,6 +272,16 @@ static int serve(struct dlc_options *opts, struct fuse_session *session, struct 
 	fuse_loop_cfg_set_max_threads(loop, opts->threads);
 	rc = fuse_session_loop_mt(session, loop);
 	fuse_loop_cfg_destroy(loop);
+	/*
+	 * The kernel aborted the connection: a forced unmount, a write to
+	 * /sys/fs/fuse/connections/N/abort, or a lazily unmounted mount whose
+	 * last user left while requests were in flight.  The mount is over,
+	 * as it is when the device reports ENODEV: not a failure to mount.
+	 */
+	if (rc == -ECONNABORTED) {
+		dlc_log(DLC_LOG_INFO, "the kernel aborted the FUSE connection of %s", opts->mountpoint);
+		rc = 0;
+	}
 
 	fuse_session_unmount(session);
 	fuse_remove_signal_handlers(session);

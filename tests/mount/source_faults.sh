@@ -169,7 +169,10 @@ check_slow_readers() {
 }
 
 test_lazy_unmount_while_readers_wait_on_a_slow_source() {
-	ALLOWED_LOG='failed to unmount'
+	# When the last reader leaves, the kernel ends the connection; a
+	# request the daemon was reading at that moment makes libfuse print
+	# this line (about 1 run in 10).  The daemon still exits 0.
+	ALLOWED_LOG='failed to unmount|^fuse: reading device: Software caused connection abort$'
 	start_daemon "$SNAP,source_delay=1s"
 	start_slow_readers 4
 	# Readers in the mount keep it busy: a plain unmount is refused at once.

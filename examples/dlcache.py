@@ -619,7 +619,8 @@ class ChunkShuffleSampler(_EpochSampler):
 #   import torch.distributed as dist
 #   ranks = dlcache.DistributedRankReporter(mount, paths,
 #                                           writer=int(os.environ["LOCAL_RANK"]) == 0)
-#   base = dlcache.CacheAwareSampler(paths, ranks, mount=None, seed=1)  # same on every rank
+#   base = dlcache.CacheAwareSampler(paths, ranks, mount=None, seed=1,  # same on every rank
+#                                    replacement=True)
 #   sampler = dlcache.DistributedSlicer(base, dist.get_rank(), dist.get_world_size(), mount)
 #   for epoch in range(epochs):
 #       sampler.set_epoch(epoch)                 # every rank: the same order, its own slice
@@ -633,6 +634,8 @@ class ChunkShuffleSampler(_EpochSampler):
 # node's first local rank writes the same scores to its own mount's .control.
 # The order is drawn from scores alone (never from one node's .cached), with
 # one seed, so every rank draws the same global order and takes order[rank::world].
+# Without a mount the base sampler sees no cache: its default draw (misses
+# read once) is then a plain shuffle, so importance draws need replacement=True.
 
 def _torch_all_gather(obj):
     import torch.distributed as dist
@@ -695,8 +698,10 @@ class DistributedSlicer:
     "epoch N" and this rank's slice as prefetch lines to mount, as base
     would announce it (every draw, repeats included, for a sampler that
     draws with replacement).  Give the mount on one rank per node, or on
-    every rank when each node runs one.  A base CacheAwareSampler has no
-    mount, so it sees no cached set: its default draw is then a plain
+    every rank when each node runs one.  The slicer detaches any mount
+    from base (a CacheAwareSampler takes its reporter's otherwise), so that
+    no rank's draw depends on its own node's cache: a base
+    CacheAwareSampler then sees no cached set, its default draw is a plain
     shuffle, and replacement=True keeps the importance draws (with
     replacement, favouring high-loss samples) on every rank.
     """
@@ -704,6 +709,12 @@ class DistributedSlicer:
     def __init__(self, base, rank, world_size, mount=None, prefetch=True):
         if not 0 <= rank < world_size:
             raise ValueError("rank %r is outside a world of %r" % (rank, world_size))
+        # The base draws the global order, the same on every rank: it must
+        # not see this node's cache (.cached, the free room), nor write the
+        # global order to the mount.  A CacheAwareSampler takes its
+        # reporter's mount when given none, so detach it here.
+        base.mount = None
+        base.prefetch = False
         self.base = base
         self.rank = rank
         self.world_size = world_size

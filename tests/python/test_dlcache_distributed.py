@@ -141,6 +141,30 @@ class DistributedSlicerTest(unittest.TestCase):
         # Every draw, in reading order: the planner sees each use.
         self.assertEqual(mount.writes[1], ["prefetch " + mount.relpath(PATHS[i]) for i in s])
 
+    def test_a_base_ignores_its_reporters_mount_and_the_nodes_cache(self):
+        # The documented job: each node's writer rank reports through its
+        # own mount, whose cache differs from the other node's.
+        held = [{os.path.relpath(p, "/mnt/data") for p in PATHS[:40]}, set()]
+        orders, mounts = [], []
+        for rank in (0, 1):
+            mount = FakeMount(held[rank])
+            rep = dlcache.RankReporter(mount, PATHS, every=1000)
+            rep.report(list(range(100)), [float(i % 7) for i in range(100)])
+            rep.rerank()
+            mount.writes.clear()
+            base = dlcache.CacheAwareSampler(PATHS, rep, aggressiveness=0.5, seed=4)
+            s = dlcache.DistributedSlicer(base, rank, 2, mount)
+            s.set_epoch(3)
+            orders.append(list(s))
+            mounts.append(mount)
+        # Both slices come from one global order (a permutation here: the
+        # base sees no cache), each rank announcing only its own slice.
+        self.assertEqual(sorted(orders[0] + orders[1]), list(range(100)))
+        for mount, order in zip(mounts, orders):
+            self.assertEqual(mount.writes, [["epoch 3"],
+                                            ["prefetch " + mount.relpath(PATHS[i])
+                                             for i in order]])
+
     def test_importance_sampling_draws_the_same_order_on_every_rank(self):
         def body(rank, gather):
             rep = dlcache.DistributedRankReporter(None, PATHS, every=1, all_gather=gather)

@@ -26,6 +26,10 @@
 #                                            default --weights, empty for none)
 #   NO_CACHE=0 ...                          (without the no-cache row: freeze +
 #                                            shuffle trains the same model, seed by seed)
+#   WARM=1 ...                              (a warm cache: before each measured job,
+#                                            the node's previous job, the same
+#                                            configuration and another seed, runs
+#                                            WARM epochs on the same cache; remounted)
 . "$(dirname "$0")/lib.sh"
 . tests/deps.sh
 dlc_install_packages "${DLC_TRAIN_PACKAGES[@]}" "${DLC_FASHION_PACKAGES[@]}"
@@ -36,6 +40,7 @@ SEEDS=${SEEDS:-1 2 3}
 FRACTIONS=${FRACTIONS:-0.1 0.3}
 TARGETS=${TARGETS:-0.85,0.88}
 SOURCE_DELAY=${SOURCE_DELAY:-3ms}
+WARM=${WARM:-0}
 PY=/usr/bin/python3
 
 DATA=/var/tmp/dlcache-bench-fashion-$TRAIN-$TEST
@@ -52,7 +57,7 @@ CHARGED=$(find "$DATA/src/train" -type f -printf '%s\n' |
 	awk '{b += int(($1 + 4095) / 4096) * 4096} END {print b}')
 NTRAIN=$(find "$DATA/src/train" -type f | wc -l)
 echo "Fashion-MNIST: $NTRAIN training PNGs ($CHARGED bytes charged), $TEST test images;" \
-	"$EPOCHS epochs, seeds $SEEDS; source: $SOURCE_DELAY per call; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+	"$EPOCHS epochs, seeds $SEEDS, after a previous job of $WARM epochs; source: $SOURCE_DELAY per call; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 
 # run NAME POLICY FRACTION SAMPLER [TRAIN.PY OPTIONS...]
 run() {
@@ -62,9 +67,20 @@ run() {
 	local size
 	size=$(awk "BEGIN {printf \"%d\", $CHARGED * $fraction}")
 	[ "$size" -gt 0 ] || size=1M   # policy=none keeps nothing; any size will do
+	local opts="policy=$policy,cache_size=$size,source_delay=$SOURCE_DELAY,prefetch_threads=1,prefetch_window=16"
 	for seed in $SEEDS; do
 		rm -rf "$WORK/cache"
-		mount_dlcache "$DATA/src" "policy=$policy,cache_size=$size,source_delay=$SOURCE_DELAY,prefetch_threads=1,prefetch_window=16"
+		if [ "$WARM" -gt 0 ]; then
+			# The node's previous job: the same configuration with another
+			# seed, for WARM epochs; its cache persists into the next mount.
+			mount_dlcache "$DATA/src" "$opts"
+			"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
+				--epochs "$WARM" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
+				--sampler "$sampler" --seed $((seed + 1000)) "$@" >"$WORK/$name.$seed.warm" ||
+				{ cat "$WORK/$name.$seed.warm"; exit 1; }
+			unmount_dlcache
+		fi
+		mount_dlcache "$DATA/src" "$opts"
 		"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
 			--epochs "$EPOCHS" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
 			--sampler "$sampler" --seed "$seed" --targets "$TARGETS" --drop-caches \

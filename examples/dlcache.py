@@ -619,8 +619,7 @@ class ChunkShuffleSampler(_EpochSampler):
 #   import torch.distributed as dist
 #   ranks = dlcache.DistributedRankReporter(mount, paths,
 #                                           writer=int(os.environ["LOCAL_RANK"]) == 0)
-#   base = dlcache.CacheAwareSampler(paths, ranks, mount=None, seed=1,  # same on every rank
-#                                    replacement=True)
+#   base = dlcache.CacheAwareSampler(paths, ranks, seed=1, replacement=True)  # same on every rank
 #   sampler = dlcache.DistributedSlicer(base, dist.get_rank(), dist.get_world_size(), mount)
 #   for epoch in range(epochs):
 #       sampler.set_epoch(epoch)                 # every rank: the same order, its own slice
@@ -634,8 +633,9 @@ class ChunkShuffleSampler(_EpochSampler):
 # node's first local rank writes the same scores to its own mount's .control.
 # The order is drawn from scores alone (never from one node's .cached), with
 # one seed, so every rank draws the same global order and takes order[rank::world].
-# Without a mount the base sampler sees no cache: its default draw (misses
-# read once) is then a plain shuffle, so importance draws need replacement=True.
+# The slicer detaches the base from any mount, so it sees no cache: its default
+# draw (misses read once) is then a plain shuffle, and importance draws need
+# replacement=True.
 
 def _torch_all_gather(obj):
     import torch.distributed as dist
@@ -710,7 +710,7 @@ class DistributedSlicer:
         if not 0 <= rank < world_size:
             raise ValueError("rank %r is outside a world of %r" % (rank, world_size))
         # The base draws the global order, the same on every rank: it must
-        # not see this node's cache (.cached, the free room), nor write the
+        # not see this node's cache (.cached), nor write the
         # global order to the mount.  A CacheAwareSampler takes its
         # reporter's mount when given none, so detach it here.
         base.mount = None

@@ -59,6 +59,18 @@ NTRAIN=$(find "$DATA/src/train" -type f | wc -l)
 echo "Fashion-MNIST: $NTRAIN training PNGs ($CHARGED bytes charged), $TEST test images;" \
 	"$EPOCHS epochs, seeds $SEEDS, after a previous job of $WARM epochs; source: $SOURCE_DELAY per call; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 
+# job LOG EPOCHS SEED SAMPLER [TRAIN.PY OPTIONS...]: one training job on a
+# mount with $opts, its output in LOG.
+job() {
+	local log=$1 epochs=$2 seed=$3 sampler=$4
+	shift 4
+	mount_dlcache "$DATA/src" "$opts"
+	"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
+		--epochs "$epochs" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
+		--sampler "$sampler" --seed "$seed" "$@" >"$log" || { cat "$log"; exit 1; }
+	unmount_dlcache
+}
+
 # run NAME POLICY FRACTION SAMPLER [TRAIN.PY OPTIONS...]
 run() {
 	local name=$1 policy=$2 fraction=$3 sampler=$4 seed
@@ -67,26 +79,16 @@ run() {
 	local size
 	size=$(awk "BEGIN {printf \"%d\", $CHARGED * $fraction}")
 	[ "$size" -gt 0 ] || size=1M   # policy=none keeps nothing; any size will do
-	local opts="policy=$policy,cache_size=$size,source_delay=$SOURCE_DELAY,prefetch_threads=1,prefetch_window=16"
+	opts="policy=$policy,cache_size=$size,source_delay=$SOURCE_DELAY,prefetch_threads=1,prefetch_window=16"
 	for seed in $SEEDS; do
 		rm -rf "$WORK/cache"
 		if [ "$WARM" -gt 0 ]; then
 			# The node's previous job: the same configuration with another
 			# seed, for WARM epochs; its cache persists into the next mount.
-			mount_dlcache "$DATA/src" "$opts"
-			"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
-				--epochs "$WARM" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
-				--sampler "$sampler" --seed $((seed + 1000)) "$@" >"$WORK/$name.$seed.warm" ||
-				{ cat "$WORK/$name.$seed.warm"; exit 1; }
-			unmount_dlcache
+			job "$WORK/$name.$seed.warm" "$WARM" $((seed + 1000)) "$sampler" "$@"
 		fi
-		mount_dlcache "$DATA/src" "$opts"
-		"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
-			--epochs "$EPOCHS" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
-			--sampler "$sampler" --seed "$seed" --targets "$TARGETS" --drop-caches \
-			--json "$WORK/$name.$seed.json" "$@" >"$WORK/$name.$seed.log" ||
-			{ cat "$WORK/$name.$seed.log"; exit 1; }
-		unmount_dlcache
+		job "$WORK/$name.$seed.log" "$EPOCHS" "$seed" "$sampler" --targets "$TARGETS" \
+			--drop-caches --json "$WORK/$name.$seed.json" "$@"
 		echo "  $name seed $seed: $(tail -1 "$WORK/$name.$seed.log")"
 	done
 }

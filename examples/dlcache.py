@@ -232,8 +232,17 @@ class _EpochSampler:
         self.epoch = 0
         self.order = []
 
+    def _order_pending(self, epoch):
+        """True while epoch's order is drawn and not read yet: set_epoch()
+        again for it (a wrapper and the loop both calling it) keeps that
+        order, so nothing is drawn, credited, adapted or announced twice."""
+        return bool(self.order) and self.epoch == epoch
+
     def set_epoch(self, epoch):
-        """Call before each epoch: tells the mount, and draws the order."""
+        """Call before each epoch: tells the mount, and draws the order
+        (once: see _order_pending)."""
+        if self._order_pending(epoch):
+            return
         self.epoch = epoch
         if self.mount:
             self.mount.epoch(epoch)
@@ -439,6 +448,8 @@ class CacheAwareSampler(_EpochSampler):
         return signal
 
     def set_epoch(self, epoch):
+        if self._order_pending(epoch):
+            return
         signal = None
         if self.adaptive and self._started:
             signal = self._adapt()
@@ -721,8 +732,15 @@ class DistributedSlicer:
         self.mount = mount
         self.prefetch = prefetch and mount is not None
         self.order = []
+        self.epoch = None
 
     def set_epoch(self, epoch):
+        # The same epoch again keeps this rank's slice (as torch's
+        # DistributedSampler gives the same one): drawing anew would
+        # advance the base's per-sample credit and adaptation twice.
+        if epoch == self.epoch and self.order:
+            return
+        self.epoch = epoch
         self.base.set_epoch(epoch)
         order = list(iter(self.base))
         per = -(-len(order) // self.world_size)

@@ -190,6 +190,40 @@ class SamplerTest(unittest.TestCase):
         a.set_epoch(2)
         self.assertNotEqual(first, list(a))
 
+    def test_set_epoch_twice_keeps_the_drawn_order(self):
+        # A wrapper and the loop both calling set_epoch for one epoch: the
+        # second call draws nothing, so no sample's credit advances for an
+        # order that is never read, and nothing is announced twice.
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
+        m, r = self.reporter(held)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5, adaptive=False, seed=2)
+        s.set_epoch(1)
+        credit, writes = list(s._credit), len(m.writes)
+        s.set_epoch(1)
+        self.assertEqual(s._credit, credit, "the credit advanced for an unread order")
+        self.assertEqual(len(m.writes), writes, "the epoch was announced twice")
+        first = list(s)
+        # Twice and once draw alike: the same order, read once each.
+        once = dlcache.CacheAwareSampler(PATHS, self.reporter(held)[1], aggressiveness=0.5,
+                                         adaptive=False, seed=2)
+        once.set_epoch(1)
+        self.assertEqual(first, list(once))
+        # Once read, the same epoch again is a new pass: drawn anew.
+        s.set_epoch(1)
+        self.assertNotEqual(s._credit, credit)
+        # Nor does the aggressiveness adapt twice, nor a shuffle announce twice.
+        a = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5, seed=2)
+        a.set_epoch(1)
+        list(a)
+        a.set_epoch(2)
+        a.set_epoch(2)
+        self.assertEqual(len(a.history), 2, "adapted twice for one epoch")
+        m = FakeMount()
+        shuffle = dlcache.ShuffleSampler(PATHS, mount=m)
+        shuffle.set_epoch(3)
+        shuffle.set_epoch(3)
+        self.assertEqual(len(m.writes), 2, "a shuffle announced its epoch twice")
+
 
 class AdaptationTest(unittest.TestCase):
     """The sampler's aggressiveness follows the training's progress."""

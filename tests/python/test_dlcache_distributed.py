@@ -165,6 +165,23 @@ class DistributedSlicerTest(unittest.TestCase):
                                             ["prefetch " + mount.relpath(PATHS[i])
                                              for i in order]])
 
+    def test_set_epoch_twice_keeps_the_slice(self):
+        rep = dlcache.RankReporter(None, PATHS, every=1)
+        rep.report(list(range(100)), [float(i % 7) for i in range(100)])
+        rep.rerank()
+        base = dlcache.CacheAwareSampler(PATHS, rep, aggressiveness=0.5, seed=5)
+        mount = FakeMount()
+        s = dlcache.DistributedSlicer(base, 0, 2, mount)
+        s.set_epoch(1)
+        order = list(s)
+        s.set_epoch(1)
+        self.assertEqual(list(s), order)
+        # base.history has one line per draw (and adaptation step).
+        self.assertEqual(len(base.history), 1, "the base drew the epoch twice")
+        self.assertEqual(len(mount.writes), 2, "the slice was announced twice")
+        s.set_epoch(2)
+        self.assertEqual(len(base.history), 2)
+
     def test_importance_sampling_draws_the_same_order_on_every_rank(self):
         def body(rank, gather):
             rep = dlcache.DistributedRankReporter(None, PATHS, every=1, all_gather=gather)

@@ -313,7 +313,11 @@ class CacheAwareSampler(_EpochSampler):
     No sample starves: an uncached sample is read at least every
     (1 + a) / (1 - a)^2 epochs (with replacement: every draw picks sample i with
     probability at least (1 - a)^2 / n).  a = 0, or an epoch with nothing
-    cached, is a plain shuffle.
+    cached, is a plain shuffle, and so is every epoch drawn before the
+    reporter holds the losses of half the samples: a job's first epoch over
+    a cache an earlier job filled leans on nothing this job has learned
+    (leaning on it there ended 2 of 3 Fashion-MNIST runs short of 88%,
+    BENCHMARKS.md), and its first plain epoch gives every sample a loss.
 
     Adaptation (adaptive=True, the default; SHADE's PADS raises the hit rate
     "while keeping the accuracy improvement in check"): aggressiveness is
@@ -486,8 +490,9 @@ class CacheAwareSampler(_EpochSampler):
             held = self.mount.cached()
             rel = self.reporter.paths
             cached = {i for i in range(n) if rel[i] in held}
-        if self.a == 0 or (not cached and not self.replacement):
-            # A plain shuffle: nothing to lean on (or no leaning at all).
+        if self.a == 0 or (not cached and not self.replacement) or 2 * self.reporter.known < n:
+            # A plain shuffle: nothing to lean on, no losses of this job
+            # to lean by yet, or no leaning at all.
             order = list(range(n))
             rng.shuffle(order)
             self.cached_fraction = 0.0

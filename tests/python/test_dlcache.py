@@ -190,6 +190,24 @@ class SamplerTest(unittest.TestCase):
         a.set_epoch(2)
         self.assertNotEqual(first, list(a))
 
+    def test_a_warm_cache_is_not_leaned_on_before_this_jobs_losses(self):
+        # A node's second job: the cache holds 30% from the first, this
+        # job's reporter holds no loss yet, then 40 of 100, then 60.
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[70:]}
+        m = FakeMount(held)
+        r = dlcache.RankReporter(m, PATHS, every=1000)
+        s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.5, adaptive=False)
+        for epoch, known in ((1, 0), (2, 40)):
+            r.report(list(range(known)), [float(i) for i in range(known)])
+            s.set_epoch(epoch)
+            self.assertEqual(sorted(s), list(range(100)), "leaned with %d losses" % known)
+            self.assertEqual(s.loss_weights(range(100)), [1.0] * 100)
+        r.report(list(range(60)), [float(i) for i in range(60)])
+        s.set_epoch(3)
+        order = list(s)
+        self.assertLess(len(set(order)), 100, "half the losses known: still a plain shuffle")
+        self.assertGreater(s.cached_fraction, 0.3)
+
     def test_set_epoch_twice_keeps_the_drawn_order(self):
         # A wrapper and the loop both calling set_epoch for one epoch: the
         # second call draws nothing, so no sample's credit advances for an

@@ -241,8 +241,11 @@ class _EpochSampler:
     def set_epoch(self, epoch):
         """Call before each epoch: tells the mount, and draws the order
         (once: see _order_pending)."""
-        if self._order_pending(epoch):
-            return
+        if not self._order_pending(epoch):
+            self._new_epoch(epoch)
+
+    def _new_epoch(self, epoch):
+        """set_epoch()'s work for an epoch not drawn yet."""
         self.epoch = epoch
         if self.mount:
             self.mount.epoch(epoch)
@@ -451,14 +454,12 @@ class CacheAwareSampler(_EpochSampler):
             self.a = round(max(self.min_a, self.a - 2 * self.step), 6)
         return signal
 
-    def set_epoch(self, epoch):
-        if self._order_pending(epoch):
-            return
+    def _new_epoch(self, epoch):
         signal = None
         if self.adaptive and self._started:
             signal = self._adapt()
         self._started = True
-        super().set_epoch(epoch)
+        super()._new_epoch(epoch)
         self.history.append((epoch, self.a, signal and signal[1]))
 
     # -- drawing and weights --------------------------------------------------
@@ -485,12 +486,14 @@ class CacheAwareSampler(_EpochSampler):
 
     def _draw(self, rng):
         n = len(self.paths)
+        # Leaning needs losses of this job to lean by: half the samples'.
+        leaning = self.a > 0 and 2 * self.reporter.known >= n
         cached = set()
-        if self.a > 0 and self.mount:
+        if leaning and self.mount:
             held = self.mount.cached()
             rel = self.reporter.paths
             cached = {i for i in range(n) if rel[i] in held}
-        if self.a == 0 or (not cached and not self.replacement) or 2 * self.reporter.known < n:
+        if not leaning or (not cached and not self.replacement):
             # A plain shuffle: nothing to lean on, no losses of this job
             # to lean by yet, or no leaning at all.
             order = list(range(n))

@@ -72,6 +72,35 @@ pc_version() {
 	sed -n 's/^Version: *//p' "$1" 2>/dev/null | head -n 1
 }
 
+# The patches dlcache applies to the libfuse it builds (packaging/libfuse/,
+# in name order; each says what it fixes), and their stamp: a prefix built
+# with other patches (prefix/.patches) is rebuilt.
+LIBFUSE_PATCHES=("$top"/packaging/libfuse/*.patch)
+patches_stamp() {
+	cat "${LIBFUSE_PATCHES[@]}" | sha256sum | cut -c 1-16
+}
+
+# prefix_current: the private prefix is complete and built with today's patches.
+prefix_current() {
+	[ -f "$DLC_LIBFUSE_DIR/prefix/.complete" ] && [ -f "$DLC_LIBFUSE_DIR/prefix/lib/pkgconfig/fuse3.pc" ] &&
+		[ "$(cat "$DLC_LIBFUSE_DIR/prefix/.patches" 2>/dev/null)" = "$(patches_stamp)" ]
+}
+
+# apply_libfuse_patches SRCDIR VERSION: applies each patch to the unpacked
+# source.  One that does not apply (a newer libfuse changed that code, and
+# may carry the fix itself) is reported and left out; the build goes on.
+apply_libfuse_patches() {
+	local p
+	for p in "${LIBFUSE_PATCHES[@]}"; do
+		if patch -d "$1" -p1 --forward --dry-run -s <"$p" >/dev/null 2>&1; then
+			patch -d "$1" -p1 --forward -s <"$p"
+			echo "Applied ${p#"$top"/} to libfuse $2."
+		else
+			echo "tests/build.sh: ${p#"$top"/} does not apply to libfuse $2 and is left out; check that this libfuse fixes what the patch's header names, or use an older fuse3 source (remove $DLC_LIBFUSE_DIR/src)." >&2
+		fi
+	done
+}
+
 # private_libfuse: makes $DLC_LIBFUSE_DIR/prefix hold a static libfuse
 # (fuse3.pc in prefix/lib/pkgconfig): >= 3.18 from the first of
 # $DLC_LIBFUSE_SUITES that carries one, else trixie's 3.17.  A complete
@@ -81,7 +110,7 @@ pc_version() {
 private_libfuse() {
 	local d=$DLC_LIBFUSE_DIR apt=$DLC_LIBFUSE_DIR/apt
 	local pc=$d/prefix/lib/pkgconfig/fuse3.pc have
-	if [ -f "$d/prefix/.complete" ] && [ -f "$pc" ]; then
+	if prefix_current; then
 		have=$(pc_version "$pc")
 		if version_at_least "${have:-0}" "$LIBFUSE_URING" || [ -f "$d/prefix/.searched" ]; then
 			return 0
@@ -129,7 +158,7 @@ private_libfuse() {
 		echo "Debian $chosen has fuse3 $chosen_version."
 	fi
 	if [ -n "$chosen" ]; then
-		if [ -f "$pc" ] && [ -f "$d/prefix/.complete" ] && [ "$(pc_version "$pc")" = "${chosen_version%%-*}" ]; then
+		if prefix_current && [ "$(pc_version "$pc")" = "${chosen_version%%-*}" ]; then
 			# The newest there is, already built.
 			! $answered || touch "$d/prefix/.searched"
 			return 0
@@ -142,7 +171,7 @@ private_libfuse() {
 		fi
 	else
 		# Offline: the prefix there, else the newest source package fetched before.
-		[ -f "$pc" ] && [ -f "$d/prefix/.complete" ] && return 0
+		prefix_current && return 0
 		dsc=$(find "$d/src" -maxdepth 1 -name 'fuse3_*.dsc' | sort -V | tail -n 1)
 		[ -n "$dsc" ] ||
 			{ echo "tests/build.sh: no fuse3 source package could be fetched; check that deb.debian.org is reachable, or build with DLC_LIBFUSE=system." >&2; return 1; }
@@ -158,6 +187,7 @@ private_libfuse() {
 	version=$(grep -o "version *: *'[0-9.]*'" "$srcdir/meson.build" | head -n 1 | grep -o "[0-9][0-9.]*")
 	version_at_least "${version:-0}" "$LIBFUSE_WANTED" ||
 		{ echo "tests/build.sh: the fetched fuse3 source is ${version:-of unknown version}, older than $LIBFUSE_WANTED; build with DLC_LIBFUSE=system." >&2; return 1; }
+	apply_libfuse_patches "$srcdir" "$version"
 	echo "Building libfuse $version as a static library into $d/prefix..."
 	rm -rf "$d/build" "$d/prefix"
 	# libdir=lib: one pkg-config path whatever the multiarch triplet; utils
@@ -173,6 +203,7 @@ private_libfuse() {
 		{ tail -n 20 "$d/build.log" >&2; echo "tests/build.sh: building libfuse failed (log above, in $d/build.log)." >&2; return 1; }
 	[ -f "$pc" ] || { echo "tests/build.sh: the libfuse build installed no $pc; remove $d and run again." >&2; return 1; }
 	if [ -n "$chosen" ] && $answered; then touch "$d/prefix/.searched"; fi
+	patches_stamp >"$d/prefix/.patches"
 	touch "$d/prefix/.complete"
 }
 

@@ -75,10 +75,9 @@ pc_version() {
 # The patches dlcache applies to the libfuse it builds (packaging/libfuse/,
 # in name order; each says what it fixes), and their stamp: a prefix built
 # with other patches (prefix/.patches) is rebuilt.
-LIBFUSE_PATCHES=()
-for patch_file in "$top"/packaging/libfuse/*.patch; do
-	if [ -f "$patch_file" ]; then LIBFUSE_PATCHES+=("$patch_file"); fi
-done
+shopt -s nullglob
+LIBFUSE_PATCHES=("$top"/packaging/libfuse/*.patch)
+shopt -u nullglob
 patches_stamp() {
 	if [ ${#LIBFUSE_PATCHES[@]} -eq 0 ]; then echo none; return; fi
 	cat "${LIBFUSE_PATCHES[@]}" | sha256sum | cut -c 1-16
@@ -95,7 +94,7 @@ prefix_current() {
 # may carry the fix itself) is reported and left out; the build goes on.
 apply_libfuse_patches() {
 	local p
-	for p in "${LIBFUSE_PATCHES[@]+"${LIBFUSE_PATCHES[@]}"}"; do
+	for p in "${LIBFUSE_PATCHES[@]}"; do
 		if patch -d "$1" -p1 --forward --dry-run -s <"$p" >/dev/null 2>&1; then
 			patch -d "$1" -p1 --forward -s <"$p"
 			echo "Applied ${p#"$top"/} to libfuse $2."

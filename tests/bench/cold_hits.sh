@@ -16,6 +16,7 @@
 . "$(dirname "$0")/lib.sh"
 FILES=${1:-4000}
 ROUNDS=${ROUNDS:-3}
+READERS=${READERS:-1}
 OPTS=${OPTS:-}
 BENCH_DIR=${BENCH_DIR:-/var/tmp/dlcache-bench-read-$FILES}
 data_tree "$BENCH_DIR" "$FILES"
@@ -36,16 +37,16 @@ if command -v perf >/dev/null && { [ -d /sys/kernel/tracing/events/fuse ] ||
 	{ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null && [ -d /sys/kernel/tracing/events/fuse ]; }; }; then
 	tracing=1
 fi
-echo "cold hits, one reader, $FILES files, $ROUNDS passes each (us per file); mount options: ${OPTS:-none}; drop_caches=${DROP:-3}"
+echo "cold hits, $READERS reader(s), $FILES files, $ROUNDS passes each (us per file); mount options: ${OPTS:-none}; drop_caches=${DROP:-3}"
 for round in $(seq "$ROUNDS"); do
 	drop_caches
-	echo "  native: $(python3 tests/bench/phases.py "$WORK/native")"
+	echo "  native: $(python3 tests/bench/phases.py "$WORK/native" "$READERS")"
 	drop_caches
 	if [ -n "$tracing" ] && [ "$round" = "$ROUNDS" ]; then
 		echo "  mount:  $(perf record -q -o "$WORK/perf.data" -e fuse:fuse_request_send \
-			-e fuse:fuse_request_end -a -- python3 tests/bench/phases.py "$WORK/mounted" 2>/dev/null)"
+			-e fuse:fuse_request_end -a -- python3 tests/bench/phases.py "$WORK/mounted" "$READERS" 2>/dev/null)"
 	else
-		echo "  mount:  $(python3 tests/bench/phases.py "$WORK/mounted")"
+		echo "  mount:  $(python3 tests/bench/phases.py "$WORK/mounted" "$READERS")"
 	fi
 done
 echo "  passthrough hits: $(stat_of hits_passthrough)"

@@ -64,6 +64,7 @@ enum dlc_stat {
 	DLC_STAT_WHOLE_BLOCK_OPENS,    /* opens of a large file served whole from its cached blocks */
 	DLC_STAT_IOCTLS,               /* ioctl(2) calls on files of the mount, each a round trip
 					* (Python's open() asks every file whether it is a tty) */
+	DLC_STAT_WARMED,               /* announced hits whose cache files were read ahead */
 	DLC_STAT_COUNT,
 };
 

@@ -35,6 +35,20 @@
  * (dlc_cache_announce), each open of a reader moves it on
  * (dlc_cache_consume), and a prefetch is offered to it as said above.
  *
+ * Announced hits are read ahead.  A file the plan names that the cache holds
+ * already needs no fetch, but its cache file may have left the page cache
+ * (a dataset larger than memory does, every epoch): its reader would then
+ * wait for the disk.  The worker that takes such a file from the plan puts
+ * it on the warm list, and a worker asks the kernel to read it ahead
+ * (POSIX_FADV_WILLNEED on the checked cache file) once it is within the
+ * window of the reader's position: close enough that its pages are still in
+ * memory when the reader comes, far enough that the disk has them by then.
+ * The list holds at most a window of files, with a slot kept for each plan
+ * entry a worker is looking at (it may be a hit); while it is full the
+ * workers take nothing more from the plan, so the prefetcher stays at most
+ * two windows of files ahead.  An entry the readers passed or opened is
+ * dropped unread.
+ *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
  * the mount's life, every file checked against its recorded xxh3) instead of
@@ -73,6 +87,7 @@
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 #include "dlcache/tier.h"
+#include "warm_list.h"
 
 struct flight {
 	uint32_t ino;
@@ -152,6 +167,7 @@ struct dlc_fetch {
 	uint64_t staged_bytes;          /* guarded by lock */
 	unsigned active;                /* guarded by lock: workers fetching */
 	unsigned window;
+	struct dlc_warm_list warm;      /* guarded by lock: announced hits to read ahead */
 	bool stopping;                  /* guarded by lock */
 	pthread_t *workers;
 	unsigned nworkers;
@@ -397,6 +413,7 @@ void dlc_fetch_free(struct dlc_fetch *fetch)
 	free(fetch->plan);
 	free(fetch->announced);
 	free(fetch->staged);
+	dlc_warm_list_free(&fetch->warm);
 	dlc_chunks_free(fetch->chunks);
 	dlc_blocks_free(fetch->blocks);
 	pthread_cond_destroy(&fetch->queued);
@@ -931,6 +948,35 @@ static bool window_full(const struct dlc_fetch *fetch)
 	       fetch->staged_bytes >= PREFETCH_WINDOW_BYTES;
 }
 
+/* Whether the warm list's first entry is due: near enough to the reader,
+ * or to be dropped (passed, opened, announced again); lock held. */
+static bool warm_due(const struct dlc_fetch *fetch)
+{
+	uint32_t ino;
+	uint64_t seq;
+
+	return dlc_warm_list_first(&fetch->warm, &ino, &seq) &&
+	       (seq <= fetch->reader_seq + fetch->window || passed(fetch, seq) ||
+		fetch->announced[ino] != seq);
+}
+
+/* Takes the warm list's first entry and reads it ahead if still wanted;
+ * lock held, dropped meanwhile. */
+static void warm_next(struct dlc_fetch *fetch)
+{
+	uint32_t ino;
+	uint64_t seq;
+
+	(void)dlc_warm_list_first(&fetch->warm, &ino, &seq);
+	dlc_warm_list_pop(&fetch->warm);
+	pthread_cond_broadcast(&fetch->queued);   /* the list has room */
+	if (passed(fetch, seq) || fetch->announced[ino] != seq)
+		return;
+	pthread_mutex_unlock(&fetch->lock);
+	dlc_warm_file(fetch->cache, fetch->stats, ino);
+	pthread_mutex_lock(&fetch->lock);
+}
+
 static void *prefetch_worker(void *arg)
 {
 	struct dlc_fetch *fetch = arg;
@@ -941,10 +987,16 @@ static void *prefetch_worker(void *arg)
 		uint32_t ino;
 		uint64_t seq;
 
-		while (!fetch->stopping && (fetch->plan_count == 0 || window_full(fetch)))
+		while (!fetch->stopping && !warm_due(fetch) &&
+		       (fetch->plan_count == 0 || window_full(fetch) ||
+			dlc_warm_list_full(&fetch->warm)))
 			pthread_cond_wait(&fetch->queued, &fetch->lock);
 		if (fetch->stopping)
 			break;
+		if (warm_due(fetch)) {
+			warm_next(fetch);
+			continue;
+		}
 		ino = fetch->plan[fetch->plan_head];
 		seq = fetch->plan_head_seq++;
 		fetch->plan_head = (fetch->plan_head + 1) % fetch->plan_size;
@@ -953,16 +1005,25 @@ static void *prefetch_worker(void *arg)
 		if (passed(fetch, seq) || fetch->announced[ino] != seq)
 			continue;
 		fetch->active++;
+		fetch->warm.kept++;             /* it may be a hit */
 		pthread_mutex_unlock(&fetch->lock);
 
 		node = dlc_snapshot_node(fetch->snapshot, ino);
-		/* Memory short: the file is left to be an ordinary miss. */
-		if (!dlc_cache_contains(fetch->cache, ino) && prefetch_room(fetch, node->size)) {
-			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
-			(void)obtain(fetch, ino, node->size, seq, NULL);
+		if (dlc_cache_contains(fetch->cache, ino)) {
+			pthread_mutex_lock(&fetch->lock);
+			dlc_warm_list_push_kept(&fetch->warm, ino, seq);
+		} else {
+			pthread_mutex_lock(&fetch->lock);
+			fetch->warm.kept--;
+			pthread_cond_broadcast(&fetch->queued);
+			pthread_mutex_unlock(&fetch->lock);
+			/* Memory short: the file is left to be an ordinary miss. */
+			if (prefetch_room(fetch, node->size)) {
+				dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
+				(void)obtain(fetch, ino, node->size, seq, NULL);
+			}
+			pthread_mutex_lock(&fetch->lock);
 		}
-
-		pthread_mutex_lock(&fetch->lock);
 		fetch->active--;
 		pthread_cond_broadcast(&fetch->queued);
 	}
@@ -975,7 +1036,7 @@ int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers, unsigned window)
 	fetch->window = window ? window : 1;
 	fetch->staged = calloc(fetch->window + workers, sizeof(*fetch->staged));
 	fetch->workers = calloc(workers, sizeof(*fetch->workers));
-	if (!fetch->workers || !fetch->staged)
+	if (!fetch->workers || !fetch->staged || dlc_warm_list_init(&fetch->warm, fetch->window) < 0)
 		return -ENOMEM;
 	for (unsigned i = 0; i < workers; i++) {
 		int rc = pthread_create(&fetch->workers[i], NULL, prefetch_worker, fetch);
@@ -1045,6 +1106,7 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 	pthread_mutex_lock(&fetch->lock);
 	fetch->stopping = true;
 	fetch->plan_count = 0;
+	dlc_warm_list_clear(&fetch->warm);
 	pthread_cond_broadcast(&fetch->queued);
 	pthread_mutex_unlock(&fetch->lock);
 	dlc_blocks_stop(fetch->blocks);

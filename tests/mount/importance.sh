@@ -303,4 +303,43 @@ PY
 	[ "$(stat_value prefetch_hits)" -ge 50 ] || fail "prefetch hits: $(stat_value prefetch_hits)"
 }
 
+# residency resident|evict NN...: the pages of train/c/fNN's cache file
+# in the page cache, or evicts them (tests/mount/residency.py).
+residency() { python3 "$(dirname "$0")/residency.py" "$CACHE" "$@"; }
+wait_resident() {   # wait_resident EXPECTED NN...: the advice's reads are asynchronous
+	for _ in $(seq 1 100); do
+		[ "$(residency resident "${@:2}")" = "$1" ] && return 0
+		sleep 0.02
+	done
+	fail "pages of ${*:2}: $(residency resident "${@:2}"), expected $1"
+}
+
+test_prefetch_reads_announced_hits_ahead_a_window_at_a_time() {
+	start_daemon "prefetch_window=4,prefetch_threads=2"
+	local i all=()
+	for i in $(seq -w 0 19); do
+		cmp "$MNT/train/c/f$i" "$SRC/train/c/f$i" || fail "bytes of f$i"
+		all+=("$i")
+	done
+	expect_eq "cached" "$(stat_value cache.entries)" 20
+	residency evict "${all[@]}"
+	expect_eq "evicted" "$(residency resident "${all[@]}")" "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"
+	local lines=""
+	for i in "${all[@]}"; do lines+="prefetch train/c/f$i"$'\n'; done
+	expect_eq "announce 20 hits" "$(control "$lines")" ok
+	# The first window is read ahead at once; the rest waits for the reader.
+	wait_stat warmed 4
+	sleep 0.3
+	expect_eq "read ahead before the reader starts" "$(stat_value warmed)" 4
+	expect_eq "f04 on not read ahead" "$(residency resident "${all[@]:4}")" "0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0"
+	wait_resident "4 4 4 4" 00 01 02 03
+	cmp "$MNT/train/c/f00" "$SRC/train/c/f00" || fail "bytes of f00"
+	cmp "$MNT/train/c/f01" "$SRC/train/c/f01" || fail "bytes of f01"
+	# Two opens move the reader on by two: two more are read ahead.
+	wait_stat warmed 6
+	wait_resident "4 4" 04 05
+	expect_eq "f06 on not yet" "$(residency resident 06 07 08 19)" "0 0 0 0"
+	expect_eq "no source fetches" "$(stat_value prefetches)" 0
+}
+
 run_tests

@@ -39,6 +39,7 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"head_reads",
 	"whole_block_opens",
 	"ioctls",
+	"warmed",
 };
 
 static struct dlc_stats stats;
@@ -297,7 +298,7 @@ START_TEST(test_every_key_once_per_object)
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
-			  "head_reads", "whole_block_opens", "ioctls", "hit_ratio", "last_error", "epoch",
+			  "head_reads", "whole_block_opens", "ioctls", "warmed", "hit_ratio", "last_error", "epoch",
 			  "scored_samples",
 			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
@@ -312,7 +313,7 @@ START_TEST(test_every_key_once_per_object)
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
-				"readaheads", "head_reads", "whole_block_opens", "ioctls" } },
+				"readaheads", "head_reads", "whole_block_opens", "ioctls", "warmed" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

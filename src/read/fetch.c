@@ -35,19 +35,14 @@
  * (dlc_cache_announce), each open of a reader moves it on
  * (dlc_cache_consume), and a prefetch is offered to it as said above.
  *
- * Announced hits are read ahead.  A file the plan names that the cache holds
- * already needs no fetch, but its cache file may have left the page cache
- * (a dataset larger than memory does, every epoch): its reader would then
- * wait for the disk.  The worker that takes such a file from the plan puts
- * it on the warm list, and a worker asks the kernel to read it ahead
- * (POSIX_FADV_WILLNEED on the checked cache file) once it is within the
- * window of the reader's position: close enough that its pages are still in
- * memory when the reader comes, far enough that the disk has them by then.
- * The list holds at most a window of files, with a slot kept for each plan
- * entry a worker is looking at (it may be a hit); while it is full the
- * workers take nothing more from the plan, so the prefetcher stays at most
- * two windows of files ahead.  An entry the readers passed or opened is
- * dropped unread.
+ * Announced hits are read ahead (warm_list.h; DESIGN.md says why): a plan
+ * entry the cache holds goes on the warm list, and a worker advises the
+ * kernel to read its cache file once the reader is within the window of
+ * it.  The list has WARM_WINDOWS windows of slots, one kept for each plan
+ * entry a worker is looking at; while it is full the workers take nothing
+ * from the plan, so they stay within nine windows of the reader (the
+ * window of staged misses bounds the misses), and at most a window of hits
+ * is read ahead at once.  An entry the reader opened or passed is dropped.
  *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
@@ -119,6 +114,11 @@ struct staged {
 
 #define PREFETCH_WINDOW_BYTES (256ULL << 20)
 #define PLAN_MAX (64u << 20)
+
+/* Slots of the warm list, in windows (at most 2^20, 12 MiB): the workers go
+ * on taking plan entries, and fetching its misses, past the hits it holds. */
+#define WARM_WINDOWS 8u
+#define WARM_MAX (1u << 20)
 
 /* How a mount reads its source: see "The source" below. */
 struct source_ops {
@@ -1033,10 +1033,13 @@ static void *prefetch_worker(void *arg)
 
 int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers, unsigned window)
 {
+	unsigned warm_slots;
+
 	fetch->window = window ? window : 1;
 	fetch->staged = calloc(fetch->window + workers, sizeof(*fetch->staged));
 	fetch->workers = calloc(workers, sizeof(*fetch->workers));
-	if (!fetch->workers || !fetch->staged || dlc_warm_list_init(&fetch->warm, fetch->window) < 0)
+	warm_slots = fetch->window > WARM_MAX / WARM_WINDOWS ? WARM_MAX : fetch->window * WARM_WINDOWS;
+	if (!fetch->workers || !fetch->staged || dlc_warm_list_init(&fetch->warm, warm_slots) < 0)
 		return -ENOMEM;
 	for (unsigned i = 0; i < workers; i++) {
 		int rc = pthread_create(&fetch->workers[i], NULL, prefetch_worker, fetch);

@@ -342,4 +342,24 @@ test_prefetch_reads_announced_hits_ahead_a_window_at_a_time() {
 	expect_eq "no source fetches" "$(stat_value prefetches)" 0
 }
 
+test_prefetch_reads_ahead_every_announced_hit_through_a_full_warm_list() {
+	# A window of 1: the warm list (8 windows) fills with the hits beyond
+	# the first, and the workers leave the rest in the plan until it has
+	# room; each read still brings exactly the next hit in.
+	start_daemon "prefetch_window=1,prefetch_threads=4"
+	local i k=0 lines=""
+	for i in $(seq -w 0 19); do
+		cmp "$MNT/train/c/f$i" "$SRC/train/c/f$i" || fail "bytes of f$i"
+		lines+="prefetch train/c/f$i"$'\n'
+	done
+	expect_eq "announce 20 hits" "$(control "$lines")" ok
+	wait_stat warmed 1
+	for i in $(seq -w 0 18); do
+		cmp "$MNT/train/c/f$i" "$SRC/train/c/f$i" || fail "bytes of f$i"
+		k=$((k + 1))
+		wait_stat warmed $((k + 1))
+	done
+	expect_eq "no source fetches" "$(stat_value prefetches)" 0
+}
+
 run_tests

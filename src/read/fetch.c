@@ -118,6 +118,8 @@ struct staged {
 /* Slots of the warm list, in windows (at most 2^20, 12 MiB): the workers go
  * on taking plan entries, and fetching its misses, past the hits it holds. */
 #define WARM_WINDOWS 8u
+/* A reader wakes a worker once window / WARM_BATCH_PART entries are due. */
+#define WARM_BATCH_PART 8u
 #define WARM_MAX (1u << 20)
 
 /* How a mount reads its source: see "The source" below. */
@@ -780,12 +782,32 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 	return rc;
 }
 
+/* Whether the warm list's first entry is due, with slack entries to spare:
+ * within the window of the reader, or to be dropped (passed, opened,
+ * announced again); lock held. */
+static bool warm_due_by(const struct dlc_fetch *fetch, uint64_t slack)
+{
+	uint32_t ino;
+	uint64_t seq;
+
+	return dlc_warm_list_first(&fetch->warm, &ino, &seq) &&
+	       (seq + slack <= fetch->reader_seq + fetch->window || passed(fetch, seq) ||
+		fetch->announced[ino] != seq);
+}
+
+static bool warm_due(const struct dlc_fetch *fetch)
+{
+	return warm_due_by(fetch, 0);
+}
+
 /*
  * A reader opened ino: its announced read has happened (a prefetch of it
  * landing later stages nothing), the furthest position moves to it if it
  * lies ahead, staged files passed and past their grace are dropped, and
  * ino's own staged bytes, if any, are returned (the caller's reference).
- * Lock held.
+ * Wakes all workers if the window gained room, else one once an eighth
+ * of a window of warm entries is due (it takes them all): wake-ups at
+ * every open slowed each open on a few cores.  Lock held.
  */
 static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino, bool *offered)
 {
@@ -816,8 +838,11 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino, boo
 			dlc_blob_put(st->blob);
 		}
 	}
+	if (kept < fetch->nstaged)
+		pthread_cond_broadcast(&fetch->queued);
+	else if (warm_due_by(fetch, fetch->window / WARM_BATCH_PART))
+		pthread_cond_signal(&fetch->queued);
 	fetch->nstaged = kept;
-	pthread_cond_broadcast(&fetch->queued);
 	return mine;
 }
 
@@ -948,18 +973,6 @@ static bool window_full(const struct dlc_fetch *fetch)
 	       fetch->staged_bytes >= PREFETCH_WINDOW_BYTES;
 }
 
-/* Whether the warm list's first entry is due: near enough to the reader,
- * or to be dropped (passed, opened, announced again); lock held. */
-static bool warm_due(const struct dlc_fetch *fetch)
-{
-	uint32_t ino;
-	uint64_t seq;
-
-	return dlc_warm_list_first(&fetch->warm, &ino, &seq) &&
-	       (seq <= fetch->reader_seq + fetch->window || passed(fetch, seq) ||
-		fetch->announced[ino] != seq);
-}
-
 /* Takes the warm list's first entry and reads it ahead if still wanted;
  * lock held, dropped meanwhile. */
 static void warm_next(struct dlc_fetch *fetch)
@@ -967,9 +980,9 @@ static void warm_next(struct dlc_fetch *fetch)
 	uint32_t ino;
 	uint64_t seq;
 
+	/* The slot this frees is the caller's to fill: no wake-up. */
 	(void)dlc_warm_list_first(&fetch->warm, &ino, &seq);
 	dlc_warm_list_pop(&fetch->warm);
-	pthread_cond_broadcast(&fetch->queued);   /* the list has room */
 	if (passed(fetch, seq) || fetch->announced[ino] != seq)
 		return;
 	pthread_mutex_unlock(&fetch->lock);
@@ -1009,21 +1022,26 @@ static void *prefetch_worker(void *arg)
 		pthread_mutex_unlock(&fetch->lock);
 
 		node = dlc_snapshot_node(fetch->snapshot, ino);
+		/* Wake-ups only for what another worker may do now. */
 		if (dlc_cache_contains(fetch->cache, ino)) {
 			pthread_mutex_lock(&fetch->lock);
 			dlc_warm_list_push_kept(&fetch->warm, ino, seq);
-		} else {
-			pthread_mutex_lock(&fetch->lock);
-			fetch->warm.kept--;
-			pthread_cond_broadcast(&fetch->queued);
-			pthread_mutex_unlock(&fetch->lock);
-			/* Memory short: the file is left to be an ordinary miss. */
-			if (prefetch_room(fetch, node->size)) {
-				dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
-				(void)obtain(fetch, ino, node->size, seq, NULL);
-			}
-			pthread_mutex_lock(&fetch->lock);
+			if (window_full(fetch))
+				pthread_cond_broadcast(&fetch->queued);
+			fetch->active--;
+			continue;
 		}
+		pthread_mutex_lock(&fetch->lock);
+		if (dlc_warm_list_full(&fetch->warm))
+			pthread_cond_signal(&fetch->queued);
+		fetch->warm.kept--;
+		pthread_mutex_unlock(&fetch->lock);
+		/* Memory short: the file is left to be an ordinary miss. */
+		if (prefetch_room(fetch, node->size)) {
+			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
+			(void)obtain(fetch, ino, node->size, seq, NULL);
+		}
+		pthread_mutex_lock(&fetch->lock);
 		fetch->active--;
 		pthread_cond_broadcast(&fetch->queued);
 	}

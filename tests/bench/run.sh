@@ -7,7 +7,7 @@
 # tests/deps.sh) and deletes its trees; tier.sh needs memcached (the same).
 set -euo pipefail
 cd "$(dirname "$0")"
-for bench in metadata.sh control_ingest.sh read.sh ttyprobe.sh prefetch.sh announce.sh train.sh nfs.sh \
+for bench in metadata.sh control_ingest.sh read.sh announced_hits.sh ttyprobe.sh prefetch.sh announce.sh train.sh nfs.sh \
 	tar.sh blocks.sh tier.sh; do
 	echo "=== tests/bench/$bench"
 	bash "$bench"

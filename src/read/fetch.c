@@ -1018,7 +1018,7 @@ static void *prefetch_worker(void *arg)
 		if (passed(fetch, seq) || fetch->announced[ino] != seq)
 			continue;
 		fetch->active++;
-		fetch->warm.kept++;             /* it may be a hit */
+		dlc_warm_list_keep(&fetch->warm);       /* it may be a hit */
 		pthread_mutex_unlock(&fetch->lock);
 
 		node = dlc_snapshot_node(fetch->snapshot, ino);
@@ -1034,7 +1034,7 @@ static void *prefetch_worker(void *arg)
 		pthread_mutex_lock(&fetch->lock);
 		if (dlc_warm_list_full(&fetch->warm))
 			pthread_cond_signal(&fetch->queued);
-		fetch->warm.kept--;
+		dlc_warm_list_unkeep(&fetch->warm);
 		pthread_mutex_unlock(&fetch->lock);
 		/* Memory short: the file is left to be an ordinary miss. */
 		if (prefetch_room(fetch, node->size)) {

@@ -38,6 +38,18 @@ bool dlc_warm_list_full(const struct dlc_warm_list *list)
 	return list->count + list->kept >= list->size;
 }
 
+void dlc_warm_list_keep(struct dlc_warm_list *list)
+{
+	assert(list->count + list->kept < list->size);
+	list->kept++;
+}
+
+void dlc_warm_list_unkeep(struct dlc_warm_list *list)
+{
+	assert(list->kept > 0);
+	list->kept--;
+}
+
 void dlc_warm_list_push_kept(struct dlc_warm_list *list, uint32_t ino, uint64_t seq)
 {
 	unsigned tail = (list->head + list->count) % list->size;

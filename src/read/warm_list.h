@@ -30,6 +30,10 @@ void dlc_warm_list_free(struct dlc_warm_list *list);
 /* Whether every slot is taken or kept. */
 bool dlc_warm_list_full(const struct dlc_warm_list *list);
 
+/* Keeps a slot for a plan entry that may turn out a hit; gives one back. */
+void dlc_warm_list_keep(struct dlc_warm_list *list);
+void dlc_warm_list_unkeep(struct dlc_warm_list *list);
+
 /* Appends an entry into a kept slot (one must be kept). */
 void dlc_warm_list_push_kept(struct dlc_warm_list *list, uint32_t ino, uint64_t seq);
 

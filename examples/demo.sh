@@ -17,6 +17,8 @@ cd "$(dirname "$0")/.."
 dlc_install_packages "${DLC_BUILD_PACKAGES[@]}" "${DLC_RUN_PACKAGES[@]}" "${DLC_TRAIN_PACKAGES[@]}"
 
 tests/build.sh
+# train.py imports the dlcache package from this tree (python/), not an installed one.
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 
 EPOCHS=${EPOCHS:-3}
 PER_CLASS=${PER_CLASS:-200}

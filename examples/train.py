@@ -5,6 +5,9 @@ and prints per epoch: time, loss, accuracy and the cache's hit ratio.
 
     examples/train.py --data /mnt/data --epochs 3 --sampler cache-aware
 
+It imports the dlcache package (python3-dlcache, pip install ./python, or
+PYTHONPATH=python in the source tree, as examples/demo.sh sets it).
+
 On a directory that is not a dlcache mount it trains all the same, without
 reporting (the baseline).  --json FILE writes the per-epoch figures for
 scripts (the test and the benchmark read it).
@@ -22,8 +25,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dlcache  # noqa: E402
+try:
+    import dlcache
+except ImportError:
+    sys.exit("train.py: the dlcache Python package is not installed; install python3-dlcache "
+             "or run pip install ./python, or set PYTHONPATH=python in the source tree.")
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

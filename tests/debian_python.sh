@@ -12,3 +12,11 @@ debian_python_first() {
 	ln -sf /usr/bin/python3 "$1/python3"
 	PATH=$1:$PATH
 }
+
+# dlcache_package_first TOP: the dlcache package of the source tree TOP
+# (TOP/python) first in PYTHONPATH, ahead of an installed python3-dlcache
+# or pip install, so that the suites and benchmarks use the tree's package.
+dlcache_package_first() {
+	PYTHONPATH=$1/python${PYTHONPATH:+:$PYTHONPATH}
+	export PYTHONPATH
+}

@@ -31,8 +31,11 @@ DLC_TRAIN_PACKAGES=(python3-torch python3-torchvision python3-numpy python3-pil)
 # The time-to-accuracy benchmark (tests/bench/fashion.sh): Fashion-MNIST
 # (70,000 images, 30 MB) from Debian, on top of the training packages.
 DLC_FASHION_PACKAGES=(dataset-fashion-mnist)
-# The docs and packaging suites: man(1), dpkg-buildpackage with debhelper, rpmbuild.
-DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper rpm systemd)
+# The docs and packaging suites: man(1), dpkg-buildpackage with debhelper and
+# dh-python (python3-dlcache), rpmbuild; the python suite's pip install into
+# a venv, offline: venv, and setuptools with wheel as the build backend.
+DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper dh-python rpm systemd
+	python3-venv python3-setuptools python3-wheel)
 # For the tests and benchmarks only: nfs-ganesha (with its VFS backend) serves
 # the NFS mount tests, libnfs-utils (nfs-ls, nfs-cp) is the NFS benchmarks'
 # baseline, iproute2 (ss) counts the connections of a crawl, memcached is

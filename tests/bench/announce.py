@@ -24,8 +24,7 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
-import dlcache  # noqa: E402
+import dlcache   # the tree's python/, through PYTHONPATH (tests/bench/lib.sh)
 
 
 def belady_misses(trace, room):

@@ -9,6 +9,7 @@ MNT=$WORK/mnt
 mkdir -p "$MNT"
 . tests/debian_python.sh     # lib.sh has cd'ed to the source tree
 debian_python_first "$WORK/bin"
+dlcache_package_first "$PWD"
 PID=
 cleanup() {
 	mountpoint -q "$MNT" && fusermount3 -u "$MNT"

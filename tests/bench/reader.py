@@ -8,14 +8,13 @@ HOW is how each file is read:
   open    open(path, "rb").read(), as torchvision's loaders open a sample
           (Python before 3.14 asks each file whether it is a tty first: an
           ioctl, which a FUSE mount sends to the daemon);
-  helper  examples/dlcache.py's read_sample (unbuffered: no such question)."""
+  helper  the dlcache package's read_sample (unbuffered: no such question)."""
 import os
 import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
-import dlcache  # noqa: E402
+import dlcache   # the tree's python/, through PYTHONPATH (tests/bench/lib.sh)
 
 
 def read_os(path):

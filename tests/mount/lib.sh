@@ -23,6 +23,7 @@ mkdir -p "$SRC" "$MNT"
 
 . "$(dirname "${BASH_SOURCE[0]}")/../debian_python.sh"
 debian_python_first "$WORK/bin"
+dlcache_package_first "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 cleanup() {
 	local rc=$?

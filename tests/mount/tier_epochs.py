@@ -36,8 +36,7 @@ import time
 import urllib.parse
 import zlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
-import dlcache  # noqa: E402
+import dlcache   # the tree's python/, through PYTHONPATH (tests/mount/lib.sh)
 
 
 def stats(mount):

@@ -63,11 +63,11 @@ PY
 }
 
 # Python's buffered open() makes an ioctl (isatty) that the kernel sends to
-# the daemon: .stats counts each one, and dlcache.py's loaders make none,
+# the daemon: .stats counts each one, and the dlcache package's loaders make none,
 # while giving the bytes and the image torchvision's default loader gives.
 test_the_helper_loaders_make_no_ioctl_round_trip() {
 	start_daemon
-	PYTHONPATH=$EXAMPLES "$PY" - "$MNT" "$SRC" <<'PY' || fail "the loaders' ioctl round trips are wrong"
+	"$PY" - "$MNT" "$SRC" <<'PY' || fail "the loaders' ioctl round trips are wrong"
 import json, os, sys
 import dlcache
 from torchvision.datasets.folder import default_loader

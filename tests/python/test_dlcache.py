@@ -1,4 +1,4 @@
-"""Unit tests of examples/dlcache.py, the training helper: rank scores, the
+"""Unit tests of the dlcache package, the training helper: rank scores, the
 batching of .control writes, and the samplers' guarantees (no torch needed)."""
 import collections
 import os
@@ -6,8 +6,7 @@ import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-import dlcache  # noqa: E402
+import dlcache
 
 
 class FakeMount:
@@ -546,6 +545,45 @@ class LoaderTest(unittest.TestCase):
             self.assertEqual(image.mode, "RGB")
             self.assertEqual(image.size, (3, 2))
             self.assertEqual(image.getpixel((2, 1)), (50, 50, 50))
+
+
+class PackageTest(unittest.TestCase):
+    """The package as a user imports it: one name per public piece, each
+    documented, and the modules split by concern."""
+
+    def test_every_public_name_is_importable_and_documented(self):
+        import inspect
+        self.assertTrue(dlcache.__file__.endswith(os.path.join("dlcache", "__init__.py")),
+                        "dlcache is imported from %s, not from the package" % dlcache.__file__)
+        self.assertRegex(dlcache.__version__, r"^\d+\.\d+\.\d+$")
+        for name in dlcache.__all__:
+            obj = getattr(dlcache, name)
+            self.assertTrue(inspect.getdoc(obj), "%s has no docstring" % name)
+            if not inspect.isclass(obj):
+                continue
+            for attr, member in vars(obj).items():
+                if callable(member) and not attr.startswith("_"):
+                    self.assertTrue(inspect.getdoc(member), "%s.%s has no docstring" % (name, attr))
+
+    def test_public_functions_carry_type_hints(self):
+        import inspect
+        for name in dlcache.__all__:
+            obj = getattr(dlcache, name)
+            members = [obj] if not inspect.isclass(obj) else \
+                [m for a, m in vars(obj).items() if inspect.isfunction(m) and
+                 (not a.startswith("_") or a == "__init__")]
+            for f in members:
+                self.assertIn("return", f.__annotations__, "%s.%s has no return type" % (name, f.__name__))
+
+    def test_modules_by_concern(self):
+        import importlib
+        for module, names in [("mount", ["Mount", "find_mount"]), ("scores", ["RankReporter"]),
+                              ("samplers", ["ShuffleSampler", "CacheAwareSampler", "ChunkShuffleSampler"]),
+                              ("distributed", ["DistributedRankReporter", "DistributedSlicer"]),
+                              ("loaders", ["read_sample", "pil_loader"])]:
+            m = importlib.import_module("dlcache." + module)
+            for n in names:
+                self.assertIs(getattr(m, n), getattr(dlcache, n))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Unit tests of examples/dlcache.py's distributed mode: losses all-gathered
+"""Unit tests of the dlcache package's distributed mode: losses all-gathered
 so every rank ranks the same way, and one global order sliced per rank.
 
 The ranks are threads of this process exchanging through a barrier-based
@@ -12,8 +12,7 @@ import sys
 import threading
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-import dlcache  # noqa: E402
+import dlcache
 from test_dlcache import FakeMount, PATHS  # noqa: E402
 
 

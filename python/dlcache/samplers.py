@@ -1,250 +1,51 @@
-"""dlcache.py - what a training script needs to talk to a dlcache mount.
+"""Samplers that draw an epoch's order and announce it to the mount.
 
-    import dlcache
-    mount = dlcache.Mount("/mnt/data")               # any directory inside the mount
-    paths = [p for p, _ in dataset.samples]          # torchvision ImageFolder
-    ranks = dlcache.RankReporter(mount, paths)       # losses -> SCORE lines
-    sampler = dlcache.CacheAwareSampler(paths, ranks, aggressiveness=0.5)
-    dataset = ImageFolder(root, loader=dlcache.pil_loader)  # no tty probe per open
-    loader = DataLoader(IndexedDataset(dataset), sampler=sampler, ...)
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)                     # writes "epoch N", reads .cached
-        for images, labels, indices in loader:
-            losses = criterion(model(images), labels)    # reduction='none'
-            ranks.report(indices, losses)            # written every few batches
-            losses.mean().backward(); ...
-        ranks.rerank()                               # every score against all losses
-
-Scores are rank based, as in SHADE (FAST'23): a sample's score is the
-fraction of known per-sample losses below its latest loss, a number in [0, 1]
-that does not drift with the scale of the loss as training goes on.
-
-Only the standard library is needed: DataLoader takes the samplers as they
-are (any iterable with a length).  Relies on
-MOUNT/.control, .stats and .cached as dlcache-control(5) describes them.
+This module owns the order of each epoch: a plain shuffle, the cache-aware
+importance draw (which leans on what .cached holds and adapts how much to
+the training's progress), and the chunk-wise shuffle for packed datasets.
+Each writes "epoch N" and, with prefetch, the drawn order as prefetch
+lines, so the mount plans with it and fetches ahead.  A DataLoader takes
+them as they are (any iterable with a length).  Standard library only.
 """
-import bisect
-import errno
-import io
-import json
+from __future__ import annotations
+
 import math
-import os
 import random
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Set, Tuple)
 
-__all__ = ["Mount", "RankReporter", "ShuffleSampler", "CacheAwareSampler",
-           "ChunkShuffleSampler", "find_mount", "read_sample", "pil_loader"]
+if TYPE_CHECKING:
+    from .mount import Mount, PathLike
+    from .scores import RankReporter
 
-
-def read_sample(path):
-    """The whole file at path, as bytes, opened unbuffered.
-
-    Python before 3.14 asks every file it opens buffered (open(path, "rb"))
-    whether it is a terminal: an ioctl(2) that a FUSE mount cannot answer in
-    the kernel, so each open of a sample costs the job one more round trip
-    to the daemon (10-15% of a cached sample's read, BENCHMARKS.md; .stats
-    counts them as "ioctls").  An unbuffered open skips the question, and
-    one read of the whole file is what a decoder wants anyway."""
-    with open(path, "rb", buffering=0) as f:
-        return f.readall()
-
-
-def pil_loader(path):
-    """torchvision's default image loader (PIL, converted to RGB) without
-    the tty probe: ImageFolder(root, loader=dlcache.pil_loader).  Needs
-    Pillow, which torchvision does."""
-    from PIL import Image
-    with Image.open(io.BytesIO(read_sample(path))) as image:
-        return image.convert("RGB")
-
-
-def find_mount(path):
-    """The root of the dlcache mount holding path (the nearest directory up
-    from it with a .control file), or None when path is not on a mount."""
-    path = os.path.abspath(path)
-    while True:
-        if os.path.exists(os.path.join(path, ".control")) and \
-                os.path.exists(os.path.join(path, ".stats")):
-            return path
-        parent = os.path.dirname(path)
-        if parent == path:
-            return None
-        path = parent
-
-
-class Mount:
-    """One dlcache mount: its control file, statistics and cached set."""
-
-    def __init__(self, path):
-        root = find_mount(path)
-        if root is None:
-            raise FileNotFoundError(errno.ENOENT, "%s is not inside a dlcache mount (no .control "
-                                    "above it); mount the dataset with mount.dlcache first" % path)
-        self.root = root
-        self._fd = None
-        self._pid = None
-        self.bad_lines = 0
-
-    def relpath(self, path):
-        """path relative to the mount root, as .control and .cached write it."""
-        rel = os.path.relpath(os.path.abspath(path), self.root)
-        if rel == ".." or rel.startswith("../"):
-            raise ValueError("%s is outside the mount %s" % (path, self.root))
-        return rel
-
-    def write(self, lines):
-        """Writes lines (strings without newlines) to .control in one write.
-        A line the daemon refuses (EINVAL) is counted in bad_lines and in
-        .stats; the good lines of the same write are applied all the same."""
-        if not lines:
-            return
-        data = ("\n".join(lines) + "\n").encode()
-        if self._fd is not None and self._pid != os.getpid():
-            # A forked DataLoader worker: the inherited descriptor is the
-            # parent's; leave it to the parent and open one of our own, so
-            # whole lines from each process arrive in one write each.
-            self._fd = None
-        if self._fd is None:
-            self._fd = os.open(os.path.join(self.root, ".control"), os.O_WRONLY | os.O_APPEND)
-            self._pid = os.getpid()
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
-        except OSError as e:
-            if e.errno != errno.EINVAL:
-                raise
-            self.bad_lines += 1
-
-    def epoch(self, n):
-        self.write(["epoch %d" % n])
-
-    def prefetch(self, paths):
-        """Announces the order in which the job will open paths."""
-        self.write(["prefetch " + self.relpath(p) for p in paths])
-
-    def stats(self):
-        with open(os.path.join(self.root, ".stats")) as f:
-            return json.load(f)
-
-    def cached(self):
-        """The set of paths (relative to the root) held in the cache now."""
-        with open(os.path.join(self.root, ".cached")) as f:
-            return {line.rstrip("\n") for line in f if line.strip()}
-
-    def chunks(self):
-        """For a packed dataset (tar chunks), {path: chunk index} from
-        .chunks; {} for a dataset of plain files or an older daemon."""
-        try:
-            with open(os.path.join(self.root, ".chunks")) as f:
-                pairs = (line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
-                return {path: int(chunk) for chunk, path in pairs}
-        except FileNotFoundError:
-            return {}
-
-    def close(self):
-        if self._fd is not None:
-            if self._pid == os.getpid():
-                os.close(self._fd)
-            self._fd = None
-
-
-class RankReporter:
-    """Turns per-sample losses into rank scores and writes them to .control.
-
-    report() keeps the latest loss of each sample and writes the scores of
-    the samples reported since the last write every `every` calls (so one
-    write per `every` batches).  A score is the sample's loss rank among the
-    latest losses of all samples, from a sorted reference that is rebuilt
-    whenever the number of known samples has doubled (cheap: O(n log n)
-    over a run) and by rerank(), which also rewrites every score (call it
-    at the end of each epoch).  known is the number of samples with a loss.
-    """
-
-    def __init__(self, mount, paths, every=4):
-        self.mount = mount
-        self.paths = [mount.relpath(p) for p in paths] if mount else list(paths)
-        self.every = max(1, every)
-        self.loss = [math.nan] * len(paths)
-        self.known = 0
-        self._reference = []
-        self._pending = {}
-        self._calls = 0
-        self.lines_written = 0
-
-    def _rebuild(self):
-        self._reference = sorted(l for l in self.loss if l == l)
-
-    def score(self, i):
-        """The rank score in [0, 1] of sample i, or None before its first loss."""
-        loss = self.loss[i]
-        if loss != loss:
-            return None
-        if not self._reference:
-            return 0.5
-        return bisect.bisect_left(self._reference, loss) / len(self._reference)
-
-    def report(self, indices, losses):
-        """indices and losses of one batch (tensors or sequences)."""
-        if hasattr(indices, "tolist"):
-            indices = indices.tolist()
-        if hasattr(losses, "detach"):
-            losses = losses.detach().cpu().tolist()
-        for i, loss in zip(indices, losses):
-            if not math.isfinite(loss):
-                continue
-            if self.loss[i] != self.loss[i]:
-                self.known += 1
-            self.loss[i] = float(loss)
-            self._pending[i] = True
-        if self.known >= 2 * max(1, len(self._reference)):
-            self._rebuild()
-        self._calls += 1
-        if self._calls % self.every == 0:
-            self.flush()
-
-    def flush(self):
-        if not self._pending:
-            return
-        self._write(self._pending.keys())
-        self._pending = {}
-
-    def rerank(self):
-        """Rebuilds the reference from every latest loss and rewrites all scores."""
-        self._rebuild()
-        self._pending = {}
-        self._write(i for i in range(len(self.loss)) if self.loss[i] == self.loss[i])
-
-    def _write(self, indices):
-        lines = ["%.6f %s" % (self.score(i), self.paths[i]) for i in indices]
-        self.lines_written += len(lines)
-        if self.mount:
-            self.mount.write(lines)
+__all__ = ["ShuffleSampler", "CacheAwareSampler", "ChunkShuffleSampler"]
 
 
 class _EpochSampler:
     """Common part: epoch numbering, seeding and the prefetch announcement."""
 
-    def __init__(self, paths, mount=None, prefetch=True, seed=0):
-        self.paths = list(paths)
+    def __init__(self, paths: Sequence[PathLike], mount: Optional[Mount] = None,
+                 prefetch: bool = True, seed: int = 0) -> None:
+        self.paths: List[Any] = list(paths)
         self.mount = mount
         self.prefetch = prefetch and mount is not None
         self.seed = seed
         self.epoch = 0
-        self.order = []
+        self.order: List[int] = []
 
-    def _order_pending(self, epoch):
+    def _order_pending(self, epoch: int) -> bool:
         """True while epoch's order is drawn and not read yet: set_epoch()
         again for it (a wrapper and the loop both calling it) keeps that
         order, so nothing is drawn, credited, adapted or announced twice."""
         return bool(self.order) and self.epoch == epoch
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Call before each epoch: tells the mount, and draws the order
         (once: see _order_pending)."""
         if not self._order_pending(epoch):
             self._new_epoch(epoch)
 
-    def _new_epoch(self, epoch):
+    def _new_epoch(self, epoch: int) -> None:
         """set_epoch()'s work for an epoch not drawn yet."""
         self.epoch = epoch
         if self.mount:
@@ -253,10 +54,14 @@ class _EpochSampler:
         if self.prefetch:
             self._announce()
 
-    def _announce(self):
+    def _announce(self) -> None:
         self.mount.prefetch(self.announcement(self.order))
 
-    def announcement(self, order):
+    def _draw(self, rng: random.Random) -> List[int]:
+        """The epoch's order, as indices into paths (each subclass draws its own)."""
+        raise NotImplementedError
+
+    def announcement(self, order: Sequence[int]) -> List[Any]:
         """The paths to announce for order: each sample once, at its first
         draw (a permutation names each once anyway)."""
         seen, ahead = set(), []
@@ -266,13 +71,13 @@ class _EpochSampler:
                 ahead.append(self.paths[i])
         return ahead
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         if not self.order:
             self.set_epoch(self.epoch)
         order, self.order = self.order, []
         return iter(order)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.paths)
 
 
@@ -280,7 +85,7 @@ class ShuffleSampler(_EpochSampler):
     """Every sample once per epoch in a new random order (DataLoader's
     shuffle=True), announced to the mount as prefetch lines."""
 
-    def _draw(self, rng):
+    def _draw(self, rng: random.Random) -> List[int]:
         order = list(range(len(self.paths)))
         rng.shuffle(order)
         return order
@@ -365,10 +170,13 @@ class CacheAwareSampler(_EpochSampler):
     workers inherit the descriptor and closing it there applies nothing.
     """
 
-    def __init__(self, paths, reporter, mount=None, aggressiveness=0.5, prefetch=True, seed=0,
-                 adaptive=True, min_a=0.1, max_a=0.8, step=0.1, min_gain=0.002,
-                 min_loss_drop=0.01, tolerance=0.01, cached_first=False, clip=None,
-                 replacement=False):
+    def __init__(self, paths: Sequence[PathLike], reporter: RankReporter,
+                 mount: Optional[Mount] = None, aggressiveness: float = 0.5,
+                 prefetch: bool = True, seed: int = 0, adaptive: bool = True,
+                 min_a: float = 0.1, max_a: float = 0.8, step: float = 0.1,
+                 min_gain: float = 0.002, min_loss_drop: float = 0.01,
+                 tolerance: float = 0.01, cached_first: bool = False,
+                 clip: Optional[float] = None, replacement: bool = False) -> None:
         if not 0 <= aggressiveness < 1:
             raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
         if adaptive and not 0 <= min_a <= max_a < 1:
@@ -389,18 +197,18 @@ class CacheAwareSampler(_EpochSampler):
         self.cached_first = cached_first
         self.clip = clip
         self.replacement = replacement
-        self._credit = []
+        self._credit: List[float] = []
         self.cached_fraction = 0.0
-        self.history = []
-        self._probability = [1.0 / max(1, len(self.paths))] * len(self.paths)
-        self._drawn = []
-        self._observed = None    # ("accuracy" | "loss", value) given since the last epoch
-        self._best = {}          # best value seen per signal kind
+        self.history: List[Tuple[int, float, Optional[float]]] = []
+        self._probability: List[float] = [1.0 / max(1, len(self.paths))] * len(self.paths)
+        self._drawn: List[int] = []
+        self._observed: Optional[Tuple[str, float]] = None    # ("accuracy" | "loss", value) given since the last epoch
+        self._best: Dict[str, float] = {}          # best value seen per signal kind
         self._started = False
 
     # -- adaptation ---------------------------------------------------------
 
-    def observe(self, accuracy=None, loss=None):
+    def observe(self, accuracy: Optional[float] = None, loss: Optional[float] = None) -> None:
         """The loop's progress signal for the epoch that just ended: a
         validation (or training) accuracy, higher is better, or a loss,
         lower is better.  The next set_epoch() adapts to it."""
@@ -412,7 +220,7 @@ class CacheAwareSampler(_EpochSampler):
         self._observed = ("accuracy", float(accuracy)) if accuracy is not None \
             else ("loss", float(loss))
 
-    def _auto_signal(self):
+    def _auto_signal(self) -> Optional[Tuple[str, float]]:
         """The importance-weighted mean of the latest losses of the samples
         the last epoch drew (each draw weighted 1 / (N p_i)), or None."""
         total = weight_sum = 0.0
@@ -424,7 +232,7 @@ class CacheAwareSampler(_EpochSampler):
                 weight_sum += w
         return ("loss", total / weight_sum) if weight_sum > 0 else None
 
-    def _adapt(self):
+    def _adapt(self) -> Optional[Tuple[str, float]]:
         """Moves a by the trend of the signal observed since the last epoch."""
         signal = self._observed or self._auto_signal()
         self._observed = None
@@ -454,7 +262,7 @@ class CacheAwareSampler(_EpochSampler):
             self.a = round(max(self.min_a, self.a - 2 * self.step), 6)
         return signal
 
-    def _new_epoch(self, epoch):
+    def _new_epoch(self, epoch: int) -> None:
         signal = None
         if self.adaptive and self._started:
             signal = self._adapt()
@@ -464,31 +272,31 @@ class CacheAwareSampler(_EpochSampler):
 
     # -- drawing and weights --------------------------------------------------
 
-    def _weights(self):
+    def _weights(self) -> List[float]:
         scores = (self.reporter.score(i) for i in range(len(self.paths)))
         return [(1 - self.a) + 2 * self.a * (0.5 if s is None else s) for s in scores]
 
-    def draw_probability(self, i):
+    def draw_probability(self, i: int) -> float:
         """p_i: the probability that one draw of the current epoch is sample i."""
         return self._probability[i]
 
-    def _weight(self, i):
+    def _weight(self, i: int) -> float:
         p = self._probability[i]
         w = 1.0 / (len(self.paths) * p) if p > 0 else 0.0
         return min(w, self.clip) if self.clip else w
 
-    def loss_weights(self, indices):
+    def loss_weights(self, indices: Any) -> List[float]:
         """1 / (N p_i) for each index (a tensor or a sequence): multiply each
         sample's loss by its weight for an unbiased estimate of the mean loss."""
         if hasattr(indices, "tolist"):
             indices = indices.tolist()
         return [self._weight(int(i)) for i in indices]
 
-    def _draw(self, rng):
+    def _draw(self, rng: random.Random) -> List[int]:
         n = len(self.paths)
         # Leaning needs losses of this job to lean by: half the samples'.
         leaning = self.a > 0 and 2 * self.reporter.known >= n
-        cached = set()
+        cached: Set[int] = set()
         if leaning and self.mount:
             held = self.mount.cached()
             rel = self.reporter.paths
@@ -518,7 +326,8 @@ class CacheAwareSampler(_EpochSampler):
         self._drawn = order
         return order
 
-    def _draw_with_replacement(self, rng, weights, cached):
+    def _draw_with_replacement(self, rng: random.Random, weights: List[float],
+                               cached: Set[int]) -> Tuple[List[int], List[int]]:
         """N draws by weight, each miss swapped with probability a for a
         cached sample drawn by weight among the cached ones."""
         n = len(self.paths)
@@ -545,7 +354,8 @@ class CacheAwareSampler(_EpochSampler):
             (hits if i in cached else misses).append(i)
         return hits, misses
 
-    def _draw_misses_once(self, rng, weights, cached):
+    def _draw_misses_once(self, rng: random.Random, weights: List[float],
+                          cached: Set[int]) -> Tuple[List[int], List[int]]:
         """Each sample the cache lacks is read at most once: sample i is in
         the epoch with probability pi_i = (1 - a) w_i / mean(w) over the
         uncached samples (at most 1), taken in turn across epochs (a credit
@@ -591,7 +401,7 @@ class CacheAwareSampler(_EpochSampler):
         self._probability = [e / n for e in expected]
         return hits, misses
 
-    def announcement(self, order):
+    def announcement(self, order: Sequence[int]) -> List[Any]:
         """The whole order, in reading order, repeats included: a sample
         drawn twice is read twice, and the mount plans with every use."""
         return [self.paths[i] for i in order]
@@ -610,18 +420,20 @@ class ChunkShuffleSampler(_EpochSampler):
     chunk each.  With no chunks at all it is a plain shuffle.
     """
 
-    def __init__(self, paths, chunks, mount=None, window=4, prefetch=True, seed=0):
+    def __init__(self, paths: Sequence[PathLike], chunks: Mapping[str, int],
+                 mount: Optional[Mount] = None, window: int = 4, prefetch: bool = True,
+                 seed: int = 0) -> None:
         if window < 1:
             raise ValueError("window must be at least 1 chunk, not %r" % window)
         super().__init__(paths, mount, prefetch, seed)
         self.window = window
-        groups = {}
+        groups: Dict[Any, List[int]] = {}
         for i, p in enumerate(self.paths):
             rel = mount.relpath(p) if mount else p
             groups.setdefault(chunks.get(rel, ("file", i)), []).append(i)
         self.groups = list(groups.values())
 
-    def _draw(self, rng):
+    def _draw(self, rng: random.Random) -> List[int]:
         groups = list(self.groups)
         rng.shuffle(groups)
         order = []
@@ -631,144 +443,3 @@ class ChunkShuffleSampler(_EpochSampler):
             order.extend(block)
         return order
 
-
-# ---------------------------------------------------------------------------
-# Distributed jobs: every node ranks the same way (the cluster tier, issue 17)
-#
-#   import torch.distributed as dist
-#   ranks = dlcache.DistributedRankReporter(mount, paths,
-#                                           writer=int(os.environ["LOCAL_RANK"]) == 0)
-#   base = dlcache.CacheAwareSampler(paths, ranks, seed=1, replacement=True)  # same on every rank
-#   sampler = dlcache.DistributedSlicer(base, dist.get_rank(), dist.get_world_size(), mount)
-#   for epoch in range(epochs):
-#       sampler.set_epoch(epoch)                 # every rank: the same order, its own slice
-#       for images, labels, indices in loader:
-#           ranks.report(indices, losses)        # collective every `every` calls
-#       ranks.rerank()                           # collective
-#
-# Each rank sees the losses of its own slice; report() and rerank() all-gather
-# them over the job's torch.distributed group (any all_gather_object-like
-# callable can be given instead), so every rank holds every loss and each
-# node's first local rank writes the same scores to its own mount's .control.
-# The order is drawn from scores alone (never from one node's .cached), with
-# one seed, so every rank draws the same global order and takes order[rank::world].
-# The slicer detaches the base from any mount, so it sees no cache: its default
-# draw (misses read once) is then a plain shuffle, and importance draws need
-# replacement=True.
-
-def _torch_all_gather(obj):
-    import torch.distributed as dist
-    out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
-    return out
-
-
-class DistributedRankReporter(RankReporter):
-    """A RankReporter whose losses are all-gathered over the job's ranks.
-
-    report() and rerank() are collective: every rank must call them the
-    same number of times (as a DistributedDataParallel loop does).  Losses
-    are buffered and exchanged once every `every` report() calls, then
-    applied on every rank in the same order; only a `writer` rank (one per
-    node: LOCAL_RANK 0) writes scores to its mount.  all_gather takes this
-    rank's object and returns the list of every rank's, in rank order
-    (default: torch.distributed.all_gather_object).
-    """
-
-    def __init__(self, mount, paths, every=4, all_gather=None, writer=True):
-        super().__init__(mount if writer else None, paths, every)
-        if not writer and mount is not None:
-            self.paths = [mount.relpath(p) for p in paths]
-        self.all_gather = all_gather or _torch_all_gather
-        self._outbox = []
-        self._dcalls = 0
-
-    def report(self, indices, losses):
-        if hasattr(indices, "tolist"):
-            indices = indices.tolist()
-        if hasattr(losses, "detach"):
-            losses = losses.detach().cpu().tolist()
-        self._outbox.extend((int(i), float(l)) for i, l in zip(indices, losses))
-        self._dcalls += 1
-        if self._dcalls % self.every == 0:
-            self._exchange()
-            self.flush()
-
-    def _exchange(self):
-        gathered = self.all_gather(self._outbox)
-        self._outbox = []
-        pairs = [p for part in gathered for p in part]
-        if pairs:
-            RankReporter.report(self, [i for i, _ in pairs], [l for _, l in pairs])
-
-    def rerank(self):
-        self._exchange()
-        super().rerank()
-
-
-class DistributedSlicer:
-    """One global order per epoch, each rank its slice (order[rank::world]).
-
-    base is a sampler built the same way on every rank, with the same seed
-    and without a mount (ShuffleSampler, or CacheAwareSampler over a
-    DistributedRankReporter), so every rank draws the same order; the order
-    is padded by repeating its start so that every rank gets the same number
-    of samples, as torch's DistributedSampler does.  set_epoch() writes
-    "epoch N" and this rank's slice as prefetch lines to mount, as base
-    would announce it (every draw, repeats included, for a sampler that
-    draws with replacement).  Give the mount on one rank per node, or on
-    every rank when each node runs one.  The slicer detaches any mount
-    from base (a CacheAwareSampler takes its reporter's otherwise), so that
-    no rank's draw depends on its own node's cache: a base
-    CacheAwareSampler then sees no cached set, its default draw is a plain
-    shuffle, and replacement=True keeps the importance draws (with
-    replacement, favouring high-loss samples) on every rank.
-    """
-
-    def __init__(self, base, rank, world_size, mount=None, prefetch=True):
-        if not 0 <= rank < world_size:
-            raise ValueError("rank %r is outside a world of %r" % (rank, world_size))
-        # The base draws the global order, the same on every rank: it must
-        # not see this node's cache (.cached), nor write the
-        # global order to the mount.  A CacheAwareSampler takes its
-        # reporter's mount when given none, so detach it here.
-        base.mount = None
-        base.prefetch = False
-        self.base = base
-        self.rank = rank
-        self.world_size = world_size
-        self.mount = mount
-        self.prefetch = prefetch and mount is not None
-        self.order = []
-        self.epoch = None
-
-    def set_epoch(self, epoch):
-        # The same epoch again keeps this rank's slice (as torch's
-        # DistributedSampler gives the same one): drawing anew would
-        # advance the base's per-sample credit and adaptation twice.
-        if epoch == self.epoch and self.order:
-            return
-        self.epoch = epoch
-        self.base.set_epoch(epoch)
-        order = list(iter(self.base))
-        per = -(-len(order) // self.world_size)
-        padded = order + order[:per * self.world_size - len(order)]
-        self.order = padded[self.rank::self.world_size]
-        if self.mount:
-            self.mount.epoch(epoch)
-            if self.prefetch:
-                # As the base announces its own order: a sampler that draws
-                # with replacement names every draw of this rank's slice, so
-                # the mount's planner sees each use (1.04-1.14x the fewest
-                # possible fetches in the simulator, against 1.23-1.39x
-                # when each sample is named once; BENCHMARKS.md).
-                self.mount.prefetch(self.base.announcement(self.order))
-
-    def __iter__(self):
-        return iter(self.order)
-
-    def __len__(self):
-        return -(-len(self.base.paths) // self.world_size)
-
-
-__all__ += ["DistributedRankReporter", "DistributedSlicer"]

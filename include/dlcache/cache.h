@@ -86,6 +86,11 @@ bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino);
 /* The relative paths of the ready entries, one per line, malloc'd in *text. */
 int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len);
 
+/* "SCORE PATH" per sample with a known score (inode order; the score as
+ * %.9g, which gives the float back exactly), one per line, malloc'd in
+ * *text.  0 or -ENOMEM. */
+int dlc_cache_list_scores(struct dlc_cache *cache, char **text, size_t *len);
+
 /*
  * Copies the cached bytes of regular file ino (size bytes, its snapshot
  * size) into buf.  0 on a hit; -ENOENT when ino is not (yet) cached; a

@@ -56,6 +56,7 @@ struct dlc_fs_context {
 #define DLC_FS_CONTROL_NAME ".control"
 #define DLC_FS_CACHED_NAME ".cached"
 #define DLC_FS_CHUNKS_NAME ".chunks"
+#define DLC_FS_SCORES_NAME ".scores"
 
 /*
  * Creates the FUSE session for context with the command-line args (kernel

@@ -684,6 +684,79 @@ bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
 	return ready;
 }
 
+/* Appends n bytes of line and a newline to *buf (used of size bytes). */
+static int text_append(char **buf, size_t *used, size_t *size, const char *line, size_t n)
+{
+	if (*used + n + 2 > *size) {
+		size_t grown = *size ? *size * 2 : 65536;
+		char *bigger;
+
+		while (grown < *used + n + 2)
+			grown *= 2;
+		bigger = realloc(*buf, grown);
+		if (!bigger)
+			return -ENOMEM;
+		*buf = bigger;
+		*size = grown;
+	}
+	memcpy(*buf + *used, line, n);
+	*used += n;
+	(*buf)[(*used)++] = '\n';
+	return 0;
+}
+
+/* Hands buf (used bytes; NULL: empty) to *text and *len, or frees it on rc < 0. */
+static int text_finish(char *buf, size_t used, int rc, char **text, size_t *len)
+{
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	if (!buf)
+		buf = calloc(1, 1);
+	if (!buf)
+		return -ENOMEM;
+	*text = buf;
+	*len = used;
+	return 0;
+}
+
+int dlc_cache_list_scores(struct dlc_cache *cache, char **text, size_t *len)
+{
+	struct scored { uint32_t ino; float score; } *known;
+	size_t count = 0, capacity, used = 0, size = 0;
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	char line[DLC_SNAPSHOT_PATH_MAX + 32];
+	char *buf = NULL;
+	int rc = 0;
+
+	/* Copy the known scores under the lock; build the text without it. */
+	pthread_mutex_lock(&cache->lock);
+	capacity = cache->scores.known + 1;
+	known = malloc(capacity * sizeof(*known));
+	for (uint32_t ino = 1; known && ino <= cache->scores.max_ino && count < capacity; ino++) {
+		float score = cache->scores.values[ino];
+
+		if (!isnan(score))
+			known[count++] = (struct scored){ ino, score };
+	}
+	pthread_mutex_unlock(&cache->lock);
+	if (!known)
+		return -ENOMEM;
+
+	for (size_t i = 0; i < count && rc == 0; i++) {
+		int n;
+
+		if (dlc_snapshot_path(cache->snapshot, known[i].ino, path, sizeof(path)) < 0)
+			continue;
+		n = snprintf(line, sizeof(line), "%.9g %s", (double)known[i].score, path);
+		if (n > 0 && (size_t)n < sizeof(line))
+			rc = text_append(&buf, &used, &size, line, (size_t)n);
+	}
+	free(known);
+	return text_finish(buf, used, rc, text, len);
+}
+
 int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len)
 {
 	uint32_t count = dlc_snapshot_count(cache->snapshot);
@@ -705,40 +778,11 @@ int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len)
 	if (!inos.items)
 		return -ENOMEM;
 
-	for (size_t i = 0; i < inos.count; i++) {
-		size_t n;
-
+	for (size_t i = 0; i < inos.count && rc == 0; i++) {
 		if (dlc_snapshot_path(cache->snapshot, inos.items[i], path, sizeof(path)) < 0)
 			continue;
-		n = strlen(path);
-		if (used + n + 2 > size) {
-			size_t grown = size ? size * 2 : 65536;
-			char *bigger;
-
-			while (grown < used + n + 2)
-				grown *= 2;
-			bigger = realloc(buf, grown);
-			if (!bigger) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = bigger;
-			size = grown;
-		}
-		memcpy(buf + used, path, n);
-		used += n;
-		buf[used++] = '\n';
+		rc = text_append(&buf, &used, &size, path, strlen(path));
 	}
 	dlc_ino_list_free(&inos);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	if (!buf)
-		buf = calloc(1, 1);
-	if (!buf)
-		return -ENOMEM;
-	*text = buf;
-	*len = used;
-	return 0;
+	return text_finish(buf, used, rc, text, len);
 }

@@ -44,6 +44,7 @@ enum virtual_file {
 	VIRTUAL_CONTROL,
 	VIRTUAL_CACHED,
 	VIRTUAL_CHUNKS,
+	VIRTUAL_SCORES,
 	VIRTUAL_COUNT,
 };
 
@@ -52,6 +53,7 @@ static const char *const virtual_names[VIRTUAL_COUNT] = {
 	[VIRTUAL_CONTROL] = DLC_FS_CONTROL_NAME,
 	[VIRTUAL_CACHED] = DLC_FS_CACHED_NAME,
 	[VIRTUAL_CHUNKS] = DLC_FS_CHUNKS_NAME,
+	[VIRTUAL_SCORES] = DLC_FS_SCORES_NAME,
 };
 
 enum handle_kind {
@@ -525,6 +527,10 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 	case VIRTUAL_CACHED:
 		h->kind = HANDLE_TEXT;
 		return charge_text(fs, h, dlc_cache_list(fs->context->cache, &h->text, &h->text_len));
+	case VIRTUAL_SCORES:
+		h->kind = HANDLE_TEXT;
+		return charge_text(fs, h, dlc_cache_list_scores(fs->context->cache, &h->text,
+								&h->text_len));
 	case VIRTUAL_CHUNKS:
 		h->kind = HANDLE_TEXT;
 		return charge_text(fs, h, dlc_snapshot_render_chunks(fs->context->snapshot, &h->text,

@@ -9,6 +9,7 @@
  *   dlcache pack SOURCE DEST [--chunk-size SIZE]         (pack.c)
  *   dlcache stat MOUNT [--json|--prometheus]
  *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
+ *   dlcache warmup MOUNT [LIST|-|DIR] [--top N] ...        (warmup.c)
  *
  * A background mount forks first, before any thread or SQLite connection
  * exists; the child sets everything up, mounts, and only then tells the
@@ -39,6 +40,7 @@
 #include "dlcache/options.h"
 #include "dlcache/pack.h"
 #include "dlcache/simulate.h"
+#include "dlcache/warmup.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
@@ -744,6 +746,7 @@ static void usage(FILE *out)
 		"       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		"       dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
 		"       dlcache stat MOUNT [--json|--prometheus]\n"
+		"       dlcache warmup MOUNT [LIST|-|DIR] [--top N] [--threads N] [--timeout SECONDS]\n"
 		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
 		"mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] is the same as dlcache mount;\n"
@@ -770,6 +773,8 @@ int main(int argc, char **argv)
 		return cmd_pack(argc - 1, argv + 1);
 	if (strcmp(argv[1], "simulate") == 0)
 		return dlc_simulate_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "warmup") == 0)
+		return dlc_warmup_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("dlcache %s (libfuse %s)\n", DLC_VERSION, fuse_pkgversion());
 		return 0;
@@ -778,6 +783,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat or simulate (see dlcache --help).\n", argv[1]);
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat, warmup or simulate (see dlcache --help).\n", argv[1]);
 	return 1;
 }

@@ -324,7 +324,7 @@ static void *flusher_main(void *arg)
 		deadline.tv_nsec = (long)(due % 1000000000LL);
 		pthread_cond_timedwait(&store->wake, &store->mutex, &deadline);
 	}
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return NULL;
 }
 
@@ -351,7 +351,7 @@ void dlc_store_stop_flusher(struct dlc_store *store)
 	pthread_mutex_lock(&store->mutex);
 	store->stopping = true;
 	pthread_cond_signal(&store->wake);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	pthread_join(store->flusher, NULL);
 	store->flusher_running = false;
 }

@@ -73,6 +73,15 @@ struct dlc_store_row {
 	uint64_t hash;
 };
 
+/*
+ * store.c: the module's invariants (see store.c's DESIGN block), 0 or
+ * -EUCLEAN; mutex held.  dlc_store_unlock releases the mutex after running
+ * them in verify builds (verify.h): every path that takes the mutex leaves
+ * through it.
+ */
+int dlc_store_verify_locked(const struct dlc_store *store);
+void dlc_store_unlock(struct dlc_store *store);
+
 /* store.c: data/XX/NAME for a NAME, relative to dir_fd. */
 void dlc_store_data_path(const char *name, char out[DATA_PATH_SIZE]);
 

@@ -70,7 +70,6 @@ done
 # more files.
 KNOWN_LOOPS="namespace: snapshot snapshot_packed
 cache: cache cache_blocks
-cache: store store_index
 read: blocks fetch"
 loops=$(for l in "${layers[@]}"; do
 	dir="$BUILDDIR/libdlcache_$l.a.p"

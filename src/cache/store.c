@@ -43,10 +43,11 @@
  * The lock file is flock(2)ed from open to close, so two daemons never
  * share a cache_dir; tmp/ names are unique within the daemon that holds it.
  *
- * Checked.  dlc_store_verify_locked() asserts the locking state above (the
- * transaction flag agrees with SQLite's, a store without an index has no
- * connection); verify builds run it at each release of store->mutex
- * (dlc_store_unlock, verify.h).
+ * Checked.  dlc_store_verify_locked() (store_index.c, since what it checks
+ * is the index's state) asserts the locking state above (the transaction
+ * flag agrees with SQLite's, a store without an index has no connection);
+ * verify builds run it at each release of store->mutex (dlc_store_unlock,
+ * verify.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -69,7 +70,6 @@
 #include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
-#include "dlcache/verify.h"
 #include "store_private.h"
 
 #define BLOCK_SIZE 4096u
@@ -84,45 +84,6 @@ static void entry_name(const char *path, char name[NAME_LEN + 1])
 }
 
 /* Shared with store_index.c (contracts in store_private.h). */
-int dlc_store_verify_locked(const struct dlc_store *store)
-{
-	if (store->dir == NULL || store->dir_fd < 0 || store->lock_fd < 0)
-		return -EUCLEAN;
-	if (store->no_index)
-		return store->db == NULL && !store->in_txn ? 0 : -EUCLEAN;
-	if (store->db == NULL)
-		return store->in_txn ? -EUCLEAN : 0;
-	for (int i = 0; i < ST_COUNT; i++) {
-		if (store->stmt[i] == NULL)
-			return -EUCLEAN;
-	}
-	/* The batch flag is SQLite's own state: BEGIN done and not ended. */
-	if (store->in_txn != !sqlite3_get_autocommit(store->db))
-		return -EUCLEAN;
-	return 0;
-}
-
-int dlc_store_verify(struct dlc_store *store)
-{
-	int rc;
-
-	pthread_mutex_lock(&store->mutex);
-	rc = dlc_store_verify_locked(store);
-	pthread_mutex_unlock(&store->mutex);
-	return rc;
-}
-
-void dlc_store_unlock(struct dlc_store *store)
-{
-	DLC_VERIFY(dlc_store_verify_locked(store));
-	pthread_mutex_unlock(&store->mutex);
-}
-
-void dlc_store_data_path(const char *name, char out[DATA_PATH_SIZE])
-{
-	snprintf(out, DATA_PATH_SIZE, "data/%.2s/%s", name, name);
-}
-
 /* Frees a store in any state dlc_store_open can leave it. */
 static void store_destroy(struct dlc_store *store)
 {

@@ -45,6 +45,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/verify.h"
 #include "store_private.h"
 
 /*
@@ -298,6 +299,40 @@ int dlc_store_meta_set_locked(struct dlc_store *store, const char *key, const ch
 	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 2, value, -1, SQLITE_STATIC);
 	return step_done(store, ST_META_SET, "meta_set");
+}
+
+int dlc_store_verify_locked(const struct dlc_store *store)
+{
+	if (store->dir == NULL || store->dir_fd < 0 || store->lock_fd < 0)
+		return -EUCLEAN;
+	if (store->no_index)
+		return store->db == NULL && !store->in_txn ? 0 : -EUCLEAN;
+	if (store->db == NULL)
+		return store->in_txn ? -EUCLEAN : 0;
+	for (int i = 0; i < ST_COUNT; i++) {
+		if (store->stmt[i] == NULL)
+			return -EUCLEAN;
+	}
+	/* The batch flag is SQLite's own state: BEGIN done and not ended. */
+	if (store->in_txn != !sqlite3_get_autocommit(store->db))
+		return -EUCLEAN;
+	return 0;
+}
+
+int dlc_store_verify(struct dlc_store *store)
+{
+	int rc;
+
+	pthread_mutex_lock(&store->mutex);
+	rc = dlc_store_verify_locked(store);
+	pthread_mutex_unlock(&store->mutex);
+	return rc;
+}
+
+void dlc_store_unlock(struct dlc_store *store)
+{
+	DLC_VERIFY(dlc_store_verify_locked(store));
+	pthread_mutex_unlock(&store->mutex);
 }
 
 /* The flusher: commits the batch transaction FLUSH_INTERVAL_NS after it began. */

@@ -27,7 +27,6 @@
  * whose connection failed).
  */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -138,8 +137,8 @@ static void walk4_done(struct rpc_context *rpc, int status, void *data, void *pr
 		ok = &op->nfs_resop4_u.opgetattr.GETATTR4res_u.resok4;
 		vals = (const unsigned char *)ok->obj_attributes.attr_vals.attrlist4_val;
 		if (ok->obj_attributes.attrmask.bitmap4_len < 1 ||
-		    (ok->obj_attributes.attrmask.bitmap4_val[0] & want) != want ||
-		    ok->obj_attributes.attr_vals.attrlist4_len < 12) {
+		    ok->obj_attributes.attrmask.bitmap4_val[0] != want ||
+		    ok->obj_attributes.attr_vals.attrlist4_len != 12) {
 			r->rc = -EIO;   /* a server that does not say what it found */
 			break;
 		}
@@ -288,7 +287,8 @@ int dlc_nfs_walk(struct nfs_backend *nb, unsigned s, const char *path, struct dl
 {
 	struct nfs_context *nfs = nb->slots[s].nfs;
 	const struct nfs_fh *root = nfs_get_rootfh(nfs);
-	char *copy, *components[PATH_MAX / 2];
+	size_t len = strlen(path);
+	char *copy, **components;
 	unsigned count = 0;
 	int rc;
 
@@ -296,19 +296,24 @@ int dlc_nfs_walk(struct nfs_backend *nb, unsigned s, const char *path, struct dl
 	if (!root || root->len <= 0)
 		return -EIO;
 	copy = strdup(path);
-	if (!copy)
+	components = malloc((len / 2 + 1) * sizeof(*components));     /* "/a/b": len / 2 */
+	if (!copy || !components) {
+		free(copy);
+		free(components);
 		return -ENOMEM;
+	}
 	for (char *save = NULL, *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save))
 		components[count++] = c;
-	if (count == 0) {
-		free(copy);
-		return 0;           /* the root itself: reached by its handle */
+	rc = 0;
+	if (count > 0) {
+		out->reached = true;
+		if (nb->source.version == 4)
+			rc = walk4(nfs, root, components, count, out);
+		else
+			rc = walk3(nfs, root, components, count, out);
 	}
-	out->reached = true;
-	if (nb->source.version == 4)
-		rc = walk4(nfs, root, components, count, out);
-	else
-		rc = walk3(nfs, root, components, count, out);
+	/* else the root itself: reached by its handle */
+	free(components);
 	free(copy);
 	return rc;
 }

@@ -323,9 +323,10 @@ static int nfs_backend_stat(void *priv, const char *path, struct dlc_backend_att
 /*
  * Opens file on slot s, which must hold no handle for it yet.  libnfs walks
  * the path itself and would follow a symlink before the last component, so
- * the open counts only when the handle's fileid is that of a walk made after
- * it that follows none (dlc_nfs_walk): a symlink in any component, then or
- * at the open, gives -ELOOP and nothing read.
+ * the open counts only when its handle names the object that a walk made
+ * after it, following none (dlc_nfs_walk), reached: the same file handle
+ * (one round trip), or else the same fileid (a GETATTR more): a symlink in
+ * any component, then or at the open, gives -ELOOP and nothing is read.
  */
 static int open_on_slot(struct nfs_backend *nb, unsigned s, struct dlc_backend_file *file)
 {
@@ -338,14 +339,17 @@ static int open_on_slot(struct nfs_backend *nb, unsigned s, struct dlc_backend_f
 	rc = nfs_open(nfs, file->path, O_RDONLY | O_NOFOLLOW, &handle);
 	if (rc < 0)
 		return rc;
-	/* NFSv4's OPEN refuses what is not a regular file; v3 has no OPEN. */
-	rc = nfs_fstat64(nfs, handle, &st);
-	if (rc == 0 && !S_ISREG(st.nfs_mode))
-		rc = S_ISDIR(st.nfs_mode) ? -EISDIR : -EINVAL;
-	if (rc == 0)
-		rc = dlc_nfs_walk(nb, s, file->path, &walked);
-	if (rc == 0 && (walked.is_link || walked.fileid != st.nfs_ino))
+	rc = dlc_nfs_walk(nb, s, file->path, &walked);
+	if (rc == 0 && walked.is_link)
 		rc = -ELOOP;
+	if (rc == 0 && !(walked.is_regular && dlc_nfs_walked_is(&walked, handle))) {
+		/* NFSv4's OPEN refuses what is not a regular file; v3 has no OPEN. */
+		rc = nfs_fstat64(nfs, handle, &st);
+		if (rc == 0 && !S_ISREG(st.nfs_mode))
+			rc = S_ISDIR(st.nfs_mode) ? -EISDIR : -EINVAL;
+		if (rc == 0 && walked.fileid != st.nfs_ino)
+			rc = -ELOOP;
+	}
 	if (rc < 0) {
 		nfs_close(nfs, handle);
 		return rc;

@@ -103,7 +103,10 @@ int dlc_nfs_run_on_slot(struct nfs_backend *nb, uint64_t prefer,
 struct dlc_nfs_walked {
 	bool reached;               /* false for "/": the root, known by its handle */
 	bool is_link;               /* the last component is a symlink */
+	bool is_regular;            /* ... or a regular file */
 	uint64_t fileid;            /* the object's, as fstat's nfs_ino gives it */
+	unsigned fh_len;            /* its file handle (NFSv4 allows 128 bytes) */
+	unsigned char fh[128];
 };
 
 /*
@@ -115,5 +118,9 @@ struct dlc_nfs_walked {
  */
 int dlc_nfs_walk(struct nfs_backend *nb, unsigned s, const char *path,
 		 struct dlc_nfs_walked *out);
+
+/* True when handle (from libnfs) is the file handle the walk reached: the
+ * same object (equal handles name one object on a server). */
+bool dlc_nfs_walked_is(const struct dlc_nfs_walked *walked, struct nfsfh *handle);
 
 #endif

@@ -9,16 +9,18 @@
  * each component is looked up in the directory the previous one named.  The
  * server never follows a symlink in a LOOKUP: NFSv4 answers NFS4ERR_SYMLINK
  * when the current object is one (the whole walk is one COMPOUND: PUTFH,
- * LOOKUP per component, GETATTR), NFSv3 returns each object's type with its
- * handle (one LOOKUP per component).  The walk tells the fileid of the
- * object it reached and whether the last component is a symlink.
+ * LOOKUP per component, GETFH, GETATTR), NFSv3 returns each object's type
+ * with its handle (one LOOKUP per component).  The walk tells the file
+ * handle, type and fileid of the object it reached.
  *
  * The driver's calls go on by path (libnfs has no open by handle), so each
- * call compares the fileid of what it opened or statted with the walk's:
- * equal, the object was reached through real directories only; different,
- * a component changed between the two (a directory swapped for a symlink
- * during the call, or a file renamed over), and the call fails.  A swap
- * before the walk fails the walk itself (ELOOP).
+ * call compares what it opened or statted with what the walk reached: the
+ * file handle of an open (equal handles name one object; when they differ,
+ * the fileid decides), the fileid of a stat.  The same object was reached
+ * through real directories only; another one means a component changed
+ * between the two (a directory swapped for a symlink during the call, or a
+ * file renamed over), and the call fails.  A swap before the walk fails the
+ * walk itself (ELOOP).
  *
  * The raw calls are waited for as libnfs's own synchronous calls are (poll
  * and nfs_service, which also times them out).  A reply that a failed wait
@@ -56,9 +58,10 @@ struct walk_reply {
 	bool abandoned;             /* the waiter left: the callback frees it */
 	int rc;                     /* 0 or -errno */
 	bool is_link;               /* type of the object reached */
+	bool is_regular;
 	uint64_t fileid;
 	bool got_attributes;
-	char *fh;                   /* NFSv3: the handle reached (malloc'd) */
+	char *fh;                   /* the handle reached (malloc'd) */
 	unsigned fh_len;
 };
 
@@ -76,6 +79,17 @@ static void reply_done(struct walk_reply *r)
 		return;
 	}
 	r->done = true;
+}
+
+/* Keeps a copy of the handle reached.  0 or -ENOMEM. */
+static int reply_keep_fh(struct walk_reply *r, const char *val, unsigned len)
+{
+	r->fh = malloc(len ? len : 1);
+	if (!r->fh)
+		return -ENOMEM;
+	memcpy(r->fh, val, len);
+	r->fh_len = len;
+	return 0;
 }
 
 /* -errno for an RPC that got no reply (libnfs says EINTR for a timeout,
@@ -131,6 +145,12 @@ static void walk4_done(struct rpc_context *rpc, int status, void *data, void *pr
 		const unsigned char *vals;
 		uint32_t want = 1u << FATTR4_TYPE | 1u << FATTR4_FILEID;
 
+		if (op->resop == OP_GETFH) {
+			const GETFH4resok *fh = &op->nfs_resop4_u.opgetfh.GETFH4res_u.resok4;
+
+			r->rc = reply_keep_fh(r, fh->object.nfs_fh4_val, fh->object.nfs_fh4_len);
+			continue;
+		}
 		if (op->resop != OP_GETATTR)
 			continue;
 		/* Asked for TYPE (bit 1) and FILEID (bit 20): their values in that order. */
@@ -143,19 +163,32 @@ static void walk4_done(struct rpc_context *rpc, int status, void *data, void *pr
 			break;
 		}
 		r->is_link = be32(vals) == NF4LNK;
+		r->is_regular = be32(vals) == NF4REG;
 		r->fileid = (uint64_t)be32(vals + 4) << 32 | be32(vals + 8);
 		r->got_attributes = true;
 	}
-	if (r->rc == 0 && !r->got_attributes)
+	if (r->rc == 0 && (!r->got_attributes || !r->fh))
 		r->rc = -EIO;
 	reply_done(r);
+}
+
+static void walked_set(struct dlc_nfs_walked *out, const struct walk_reply *r)
+{
+	out->fileid = r->fileid;
+	out->is_link = r->is_link;
+	out->is_regular = r->is_regular;
+	out->fh_len = 0;
+	if (r->fh && r->fh_len <= sizeof(out->fh)) {
+		memcpy(out->fh, r->fh, r->fh_len);
+		out->fh_len = r->fh_len;
+	}
 }
 
 static int walk4(struct nfs_context *nfs, const struct nfs_fh *root, char *components[],
 		 unsigned count, struct dlc_nfs_walked *out)
 {
 	uint32_t mask[1] = { 1u << FATTR4_TYPE | 1u << FATTR4_FILEID };
-	nfs_argop4 *ops = calloc(count + 2, sizeof(*ops));
+	nfs_argop4 *ops = calloc(count + 3, sizeof(*ops));
 	struct walk_reply *r = calloc(1, sizeof(*r));
 	COMPOUND4args args = { .minorversion = 0 };
 	unsigned n = 0;
@@ -174,6 +207,7 @@ static int walk4(struct nfs_context *nfs, const struct nfs_fh *root, char *compo
 		ops[n].nfs_argop4_u.oplookup.objname.utf8string_len = (u_int)strlen(components[i]);
 		ops[n++].nfs_argop4_u.oplookup.objname.utf8string_val = components[i];
 	}
+	ops[n++].argop = OP_GETFH;
 	ops[n].argop = OP_GETATTR;
 	ops[n].nfs_argop4_u.opgetattr.attr_request.bitmap4_len = 1;
 	ops[n++].nfs_argop4_u.opgetattr.attr_request.bitmap4_val = mask;
@@ -190,8 +224,8 @@ static int walk4(struct nfs_context *nfs, const struct nfs_fh *root, char *compo
 	if (rc < 0)
 		return rc;
 	rc = r->rc;
-	out->fileid = r->fileid;
-	out->is_link = r->is_link;
+	if (rc == 0)
+		walked_set(out, r);
 	reply_free(r);
 	return rc;
 }
@@ -223,13 +257,10 @@ static void lookup3_done(struct rpc_context *rpc, int status, void *data, void *
 	if (ok->obj_attributes.attributes_follow) {
 		const fattr3 *attr = &ok->obj_attributes.post_op_attr_u.attributes;
 
-		r->fh = malloc(ok->object.data.data_len ? ok->object.data.data_len : 1);
-		if (!r->fh) {
-			r->rc = -ENOMEM;
-		} else {
-			memcpy(r->fh, ok->object.data.data_val, ok->object.data.data_len);
-			r->fh_len = ok->object.data.data_len;
+		r->rc = reply_keep_fh(r, ok->object.data.data_val, ok->object.data.data_len);
+		if (r->rc == 0) {
 			r->is_link = attr->type == NF3LNK;
+			r->is_regular = attr->type == NF3REG;
 			r->fileid = attr->fileid;
 			r->rc = attr->type == NF3LNK || attr->type == NF3DIR || attr->type == NF3REG ?
 					0 : -ENOENT;
@@ -271,12 +302,11 @@ static int walk3(struct nfs_context *nfs, const struct nfs_fh *root, char *compo
 			reply_free(r);
 			break;
 		}
+		walked_set(out, r);
 		free(dir);
 		dir = r->fh;
 		dir_len = r->fh_len;
 		r->fh = NULL;
-		out->fileid = r->fileid;
-		out->is_link = r->is_link;
 		reply_free(r);
 	}
 	free(dir);
@@ -316,4 +346,12 @@ int dlc_nfs_walk(struct nfs_backend *nb, unsigned s, const char *path, struct dl
 	free(components);
 	free(copy);
 	return rc;
+}
+
+bool dlc_nfs_walked_is(const struct dlc_nfs_walked *walked, struct nfsfh *handle)
+{
+	const struct nfs_fh *fh = nfs_get_fh(handle);
+
+	return walked->reached && walked->fh_len > 0 && fh && fh->len == (int)walked->fh_len &&
+	       memcmp(fh->val, walked->fh, walked->fh_len) == 0;
 }

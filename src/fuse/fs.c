@@ -488,6 +488,8 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 		g->memory_peak = memory.peak;
 		g->memory_waits = memory.waits;
 	}
+	if (c->tier)
+		g->tier_corrupt = dlc_tier_corrupt(c->tier);
 	if (c->tier && dlc_tier_on(c->tier)) {
 		struct dlc_stats_tier_server *servers = calloc(DLC_TIER_MAX_SERVERS, sizeof(*servers));
 

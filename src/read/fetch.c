@@ -689,7 +689,7 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 		goto land;
 	}
 	/* The cluster tier, between the local cache and the source: never fatal. */
-	if (fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size) == 0) {
+	if (fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size, NULL) == 0) {
 		offered = offer_landing(fetch, flight, blob->data, size);
 		rc = 0;
 		goto land;

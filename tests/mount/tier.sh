@@ -15,6 +15,8 @@ MC_PORTS=()
 MC_PIDS=()
 NODE_PIDS=()
 TIER=$WORK/tier
+# The job's tier_key, shared by every mount of the suite.
+KEY=$WORK/tier.key
 # The tier's own warnings, expected when a fault is injected.
 ALLOWED_LOG='tier server .* (stopped answering|holds a bad value)'
 
@@ -76,7 +78,7 @@ start_nodes() {
 	size=$(du -sb "$SRC" | awk '{print int($1 * 0.4)}')
 	for k in $(seq 0 $((NODES - 1))); do
 		mkdir -p "$WORK/mnt$k"
-		"$DLCACHE" mount "$SRC" "$WORK/mnt$k" -f -o "cache_dir=$WORK/cache$k,cache_size=$size,log_level=warning,policy=freeze,tier_timeout=${TIER_TIMEOUT:-100ms}${1:+,$1}" 2>>"$LOG" &
+		"$DLCACHE" mount "$SRC" "$WORK/mnt$k" -f -o "cache_dir=$WORK/cache$k,cache_size=$size,log_level=warning,policy=freeze,tier_key=$KEY,tier_timeout=${TIER_TIMEOUT:-100ms}${1:+,$1}" 2>>"$LOG" &
 		NODE_PIDS[$k]=$!
 	done
 	for k in $(seq 0 $((NODES - 1))); do
@@ -152,6 +154,7 @@ no_wrong_no_failed() {
 }
 
 make_dataset "$SRC" 4 90 6000
+"$DLCACHE" keygen "$KEY" >/dev/null
 
 # From the second epoch the three caches plus the tier hold the dataset: the
 # source is opened for at most 2% of the reads; memcached never evicts.
@@ -294,7 +297,7 @@ test_ranks_decide_and_removal_makes_room() {
 	local adds removed hits n
 	make_dataset "$WORK/big" 2 100 250000
 	MC_MB=8 start_tier
-	start_daemon_from "$WORK/big" "policy=none,tier_servers=$TIER,tier_timeout=1s"
+	start_daemon_from "$WORK/big" "policy=none,tier_servers=$TIER,tier_key=$KEY,tier_timeout=1s"
 	wait_tier_known
 	MNT=$MNT control "$(ranks up 1)" >/dev/null
 	cat "$MNT"/train/*/* >/dev/null
@@ -330,7 +333,7 @@ test_recommended_options_fill_the_server() {
 	local fill limit
 	make_dataset "$WORK/fill" 2 150 110000    # ~33 MB of 55-165 KB samples
 	MC_MB=24 NODES=1 start_tier
-	start_daemon_from "$WORK/fill" "policy=none,tier_servers=$TIER,tier_timeout=1s"
+	start_daemon_from "$WORK/fill" "policy=none,tier_servers=$TIER,tier_key=$KEY,tier_timeout=1s"
 	wait_tier_known
 	cat "$MNT"/train/*/* >/dev/null
 	# A refusal freezes the server once the fill the health thread read
@@ -368,11 +371,11 @@ sys.exit(0 if all(int(s["limit"]) > 0 for s in json.load(open(sys.argv[1]))["tie
 test_bad_file() {
 	local out
 	printf '127.0.0.1:11211\nnot-a-server\n' >"$WORK/badtier"
-	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/badtier" 2>&1) &&
+	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/badtier,tier_key=$KEY" 2>&1) &&
 		fail "a bad tier_servers file was accepted"
 	echo "$out" | grep -q "'not-a-server' is not a tier server; write HOST:PORT" || fail "unexpected message: $out"
 	expect_eq "lines" "$(echo "$out" | wc -l)" 1
-	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/none" 2>&1) &&
+	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/none,tier_key=$KEY" 2>&1) &&
 		fail "a missing tier_servers file was accepted"
 	echo "$out" | grep -q "cannot read the tier_servers file" || fail "unexpected message: $out"
 }

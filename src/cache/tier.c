@@ -81,9 +81,9 @@
 
 #include "dlcache/cache.h"
 #include "dlcache/cause.h"
+#include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/snapshot.h"
-#include "dlcache/hash.h"
 #include "dlcache/tier.h"
 #include "dlcache/tier_place.h"
 #include "dlcache/tier_seal.h"
@@ -347,11 +347,10 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size,
 		}
 	}
 	if (rc == MEMCACHED_SUCCESS && value) {
-		enum dlc_tier_open open = dlc_tier_unseal(tier->sealer, tier->snapshot_id, ino, value,
-							  vlen, buf, size);
-		bool member_ok = open == DLC_TIER_OPEN_GOOD && (!xxh3 || dlc_xxh3(buf, size) == *xxh3);
+		enum dlc_tier_open opened = dlc_tier_unseal(tier->sealer, tier->snapshot_id, ino,
+							    value, vlen, buf, size);
 
-		if (member_ok) {
+		if (opened == DLC_TIER_OPEN_GOOD && (!xxh3 || dlc_xxh3(buf, size) == *xxh3)) {
 			atomic_fetch_add(&server->hits, 1);
 			atomic_fetch_add(&server->bytes, size);
 			if (server->own)
@@ -362,8 +361,8 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size,
 			atomic_fetch_add(&tier->corrupt, 1);
 			dlc_log(DLC_LOG_WARNING, "tier server %s holds a bad value for inode %u (%s); deleted, read from the source",
 				server->name, ino,
-				open == DLC_TIER_OPEN_BAD_FRAME ? "not a sealed value of its size" :
-				open == DLC_TIER_OPEN_BAD_SEAL ? "does not open under tier_key" :
+				opened == DLC_TIER_OPEN_BAD_FRAME ? "not a sealed value of its size" :
+				opened == DLC_TIER_OPEN_BAD_SEAL ? "does not open under tier_key" :
 				"not the packed member's bytes");
 			memcached_delete(mc, key, klen, 0);
 		}

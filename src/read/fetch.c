@@ -131,9 +131,6 @@ struct source_ops {
 	/* Bytes of ino read a moment ago and held in memory, copied into buf;
 	 * NULL: the kind holds nothing. */
 	bool (*take_held)(struct dlc_fetch *fetch, uint32_t ino, void *buf, uint64_t size);
-	/* The xxh3 the snapshot recorded for ino's bytes, which a tier value
-	 * must match as a source read does; NULL: the kind records none. */
-	bool (*recorded_hash)(struct dlc_fetch *fetch, uint32_t ino, uint64_t *hash);
 	struct dlc_block_source block;  /* ctx: the fetcher */
 };
 
@@ -607,16 +604,6 @@ static bool packed_take_held(struct dlc_fetch *fetch, uint32_t ino, void *buf, u
 	return dlc_chunks_take_held(fetch->chunks, ino, buf, size);
 }
 
-static bool packed_recorded_hash(struct dlc_fetch *fetch, uint32_t ino, uint64_t *hash)
-{
-	struct dlc_snapshot_member member;
-
-	if (dlc_snapshot_chunk(fetch->snapshot, ino, &member) < 0)
-		return false;
-	*hash = member.hash;
-	return true;
-}
-
 /*
  * Kind "block", a packed member larger than max_file: its range of the
  * chunk, through the chunk's shared handle (no handle of the reader's own).
@@ -644,14 +631,12 @@ static ssize_t packed_block_read(void *ctx, uint32_t ino, void *handle, void *bu
 static const struct source_ops tree_source = {
 	.read_whole = tree_read_whole,
 	.take_held = NULL,
-	.recorded_hash = NULL,
 	.block = { tree_block_open, tree_block_read, tree_block_close, NULL },
 };
 
 static const struct source_ops packed_source = {
 	.read_whole = packed_read_whole,
 	.take_held = packed_take_held,
-	.recorded_hash = packed_recorded_hash,
 	.block = { packed_block_open, packed_block_read, NULL, NULL },
 };
 
@@ -697,6 +682,7 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;           /* to the cache, by the source (a chunk read) or here */
 	bool staged = false, stopping;
+	uint64_t hash;
 	int rc;
 
 	if (!blob) {
@@ -704,19 +690,13 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 		goto land;
 	}
 	/* The cluster tier, between the local cache and the source: never
-	 * fatal; a packed member's bytes are held to its recorded xxh3 there
-	 * as a source read holds them (chunks.c). */
-	if (fetch->tier) {
-		uint64_t hash;
-		bool recorded = fetch->source->recorded_hash &&
-				fetch->source->recorded_hash(fetch, flight->ino, &hash);
-
-		if (dlc_tier_get(fetch->tier, flight->ino, blob->data, size,
-				 recorded ? &hash : NULL) == 0) {
-			offered = offer_landing(fetch, flight, blob->data, size);
-			rc = 0;
-			goto land;
-		}
+	 * fatal; a packed member's bytes must match its recorded xxh3. */
+	if (fetch->tier &&
+	    dlc_tier_get(fetch->tier, flight->ino, blob->data, size,
+			 dlc_chunks_recorded_hash(fetch->chunks, flight->ino, &hash)) == 0) {
+		offered = offer_landing(fetch, flight, blob->data, size);
+		rc = 0;
+		goto land;
 	}
 	rc = fetch->source->read_whole(fetch, flight->ino, blob, &offered);
 	if (rc == 0 && !offered)

@@ -8,6 +8,7 @@
  *   dlcache snapshot --tar SOURCE [FILE] [--merge]       (snapshot_tar.c)
  *   dlcache pack SOURCE DEST [--chunk-size SIZE]         (pack.c)
  *   dlcache stat MOUNT [--json|--prometheus]
+ *   dlcache keygen FILE                                (tier_seal.c)
  *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
  *
  * A background mount forks first, before any thread or SQLite connection
@@ -43,6 +44,7 @@
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
 #include "dlcache/tier.h"
+#include "dlcache/tier_seal.h"
 
 #define STATS_TOTALS_KEY "stats_totals"
 #define SCORES_FILE "scores.bin"
@@ -417,6 +419,8 @@ static int cmd_mount(int argc, char **argv)
 	}
 	rc = dlc_tier_create(dlc_snapshot_id(snapshot), (unsigned)(opts.tier_timeout_ns / 1000000),
 			     &tier);
+	if (rc == 0 && opts.tier_secret)
+		rc = dlc_tier_set_key(tier, opts.tier_secret, opts.tier_secret_len);
 	if (rc == 0 && opts.tier_list)
 		rc = dlc_tier_set_servers(tier, opts.tier_list, &cause);
 	if (rc < 0)
@@ -736,6 +740,24 @@ static int cmd_stat(int argc, char **argv)
 	return 0;
 }
 
+/* dlcache keygen FILE: a new tier_key, never over an existing file. */
+static int cmd_keygen(int argc, char **argv)
+{
+	char *cause = NULL;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "dlcache: keygen needs one FILE to create; usage: dlcache keygen FILE.\n");
+		return 1;
+	}
+	if (dlc_tier_key_generate(argv[1], &cause) < 0) {
+		print_cause("keygen", cause, -EIO);
+		return 1;
+	}
+	printf("dlcache: wrote a %d-byte tier key to %s; copy it to every node of the job (mode 0600) and mount with tier_key=%s\n",
+	       DLC_TIER_KEY_GENERATED, argv[1], argv[1]);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -744,6 +766,7 @@ static void usage(FILE *out)
 		"       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		"       dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
 		"       dlcache stat MOUNT [--json|--prometheus]\n"
+		"       dlcache keygen FILE\n"
 		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
 		"mount.dlcache SOURCE MOUNTPOINT [-o OPTIONS] is the same as dlcache mount;\n"
@@ -770,6 +793,8 @@ int main(int argc, char **argv)
 		return cmd_pack(argc - 1, argv + 1);
 	if (strcmp(argv[1], "simulate") == 0)
 		return dlc_simulate_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "keygen") == 0)
+		return cmd_keygen(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("dlcache %s (libfuse %s)\n", DLC_VERSION, fuse_pkgversion());
 		return 0;
@@ -778,6 +803,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat or simulate (see dlcache --help).\n", argv[1]);
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat, keygen or simulate (see dlcache --help).\n", argv[1]);
 	return 1;
 }

@@ -323,9 +323,11 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "index_memory", gauges->index_memory);
 	json_close(&w);
 
-	if (gauges->tier_count > 0) {
+	/* Shown while the tier has servers, and after, once a value was refused. */
+	if (gauges->tier_count > 0 || gauges->tier_corrupt > 0) {
 		json_open(&w, "tier");
 		json_uint(&w, "servers", gauges->tier_count);
+		json_uint(&w, "corrupt", gauges->tier_corrupt);
 		for (unsigned i = 0; i < gauges->tier_count; i++) {
 			const struct dlc_stats_tier_server *t = &gauges->tier[i];
 

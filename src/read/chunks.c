@@ -805,6 +805,17 @@ void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, 
 	pthread_mutex_unlock(&chunks->hold_lock);
 }
 
+const uint64_t *dlc_chunks_recorded_hash(const struct dlc_chunks *chunks, uint32_t ino,
+					 uint64_t *hash)
+{
+	struct dlc_snapshot_member member;
+
+	if (!chunks || dlc_snapshot_chunk(chunks->snapshot, ino, &member) < 0)
+		return NULL;
+	*hash = member.hash;
+	return hash;
+}
+
 bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size)
 {
 	struct held *entry;

@@ -46,8 +46,8 @@
  *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
- * the mount's life, every file checked against its recorded xxh3) instead of
- * opening the file; with chunk_fetch, the first miss on a chunk reads the
+ * the mount's life, every file checked against its recorded xxh3, as is a
+ * member's value from the cluster tier) instead of opening the file; with chunk_fetch, the first miss on a chunk reads the
  * whole chunk and offers every member to the cache through the normal
  * admission (members it refuses are held in memory a while by chunks.c, for
  * a chunk-wise reader), and a reader missing a member of a chunk being read
@@ -682,14 +682,18 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;           /* to the cache, by the source (a chunk read) or here */
 	bool staged = false, stopping;
+	uint64_t hash;
 	int rc;
 
 	if (!blob) {
 		rc = -ENOMEM;
 		goto land;
 	}
-	/* The cluster tier, between the local cache and the source: never fatal. */
-	if (fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size) == 0) {
+	/* The cluster tier, between the local cache and the source: never
+	 * fatal; a packed member's bytes must match its recorded xxh3. */
+	if (fetch->tier &&
+	    dlc_tier_get(fetch->tier, flight->ino, blob->data, size,
+			 dlc_chunks_recorded_hash(fetch->chunks, flight->ino, &hash)) == 0) {
 		offered = offer_landing(fetch, flight, blob->data, size);
 		rc = 0;
 		goto land;

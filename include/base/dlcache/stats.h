@@ -121,6 +121,8 @@ struct dlc_stats_gauges {
 	uint64_t memory_waits;         /* and how often work waited for room */
 	const struct dlc_stats_tier_server *tier;  /* the tier's servers, NULL: none */
 	unsigned tier_count;
+	uint64_t tier_corrupt;         /* tier values refused (sealed wrong, or not a packed
+					* member's bytes), over every server list */
 };
 
 void dlc_stats_init(struct dlc_stats *stats);

@@ -273,6 +273,54 @@ START_TEST(test_endpoint_parse)
 }
 END_TEST
 
+/* A session token or a continuation token of any length signs whole (an
+ * 8 KiB token was refused as ENAMETOOLONG, "File name too long"). */
+START_TEST(test_long_token_and_query)
+{
+	size_t token_len = 8192, value_len = 5000;
+	char *token = malloc(token_len + 1), *value = malloc(value_len + 1);
+	char *canonical = malloc(64 * 1024), *expected = malloc(64 * 1024), *query;
+	char out[1024];
+	struct dlc_s3_credentials credentials = suite_credentials;
+	struct dlc_s3_pair params[] = { { "continuation-token", value }, { "list-type", "2" } };
+	struct dlc_s3_request request = {
+		.method = "GET", .path = "/bkt", .params = params, .nparams = 2,
+		.headers = suite_host, .nheaders = 1, .amz_date = "20150830T123600Z",
+		.region = "us-east-1", .service = "s3",
+	};
+	size_t query_size;
+
+	ck_assert(token && value && canonical && expected);
+	memset(token, 'T', token_len);
+	token[token_len] = '\0';
+	memset(value, '/', value_len);      /* every byte encoded: 15000 bytes */
+	value[value_len] = '\0';
+	credentials.session_token = token;
+	query_size = dlc_s3_canonical_query_size(params, 2);
+	query = malloc(query_size);
+	ck_assert_ptr_nonnull(query);
+	ck_assert_int_eq(dlc_s3_canonical_query(params, 2, query, query_size),
+			 (int)(strlen("continuation-token=") + 3 * value_len + strlen("&list-type=2")));
+	ck_assert(strncmp(query, "continuation-token=%2F%2F", 25) == 0);
+	ck_assert(strcmp(query + strlen(query) - 12, "&list-type=2") == 0);
+	ck_assert_int_eq(dlc_s3_canonical_query(params, 2, out, 100), -ENAMETOOLONG);
+	/* The canonical form AWS documents, with the token whole. */
+	snprintf(expected, 64 * 1024, "GET\n/bkt\n%s\nhost:example.amazonaws.com\n"
+		 "x-amz-date:20150830T123600Z\nx-amz-security-token:%s\n\n"
+		 "host;x-amz-date;x-amz-security-token\n%s", query, token, DLC_S3_EMPTY_SHA256);
+	ck_assert_int_eq(dlc_s3_canonical_request(&request, &credentials, canonical, 64 * 1024),
+			 (int)strlen(expected));
+	ck_assert_str_eq(canonical, expected);
+	ck_assert_int_eq(dlc_s3_sign(&request, &credentials, out, sizeof(out)), 0);
+	ck_assert(strstr(out, "SignedHeaders=host;x-amz-date;x-amz-security-token, Signature="));
+	free(token);
+	free(value);
+	free(canonical);
+	free(expected);
+	free(query);
+}
+END_TEST
+
 /* Content-Range of a 206 (s3_parse.c): exactly "bytes FIRST-LAST/TOTAL". */
 START_TEST(test_content_range)
 {
@@ -414,6 +462,7 @@ int main(void)
 	tcase_add_test(sources, test_endpoint_parse);
 	suite_add_tcase(suite, sources);
 	TCase *long_inputs = tcase_create("inputs of any length");
+	tcase_add_test(long_inputs, test_long_token_and_query);
 	tcase_add_test(long_inputs, test_credentials_parse);
 	suite_add_tcase(suite, long_inputs);
 	TCase *replies = tcase_create("server replies");

@@ -5,11 +5,16 @@
  * (s3_sign.c).
  *
  * Listings.  A directory DIR is one ListObjectsV2 query (prefix
- * PREFIX/DIR/, delimiter '/'), page after page by continuation token: each
- * <Contents> is a file (its size, LastModified and ETag kept), each
- * <CommonPrefixes> a directory.  The XML is parsed with libexpat.  Pages
- * are gathered whole before the callback sees any entry, so a page retried
- * never repeats one.  A key that is also a prefix ("a" and "a/b") shows as
+ * PREFIX/DIR/, delimiter '/', encoding-type=url), page after page by
+ * continuation token: each <Contents> is a file (its size, LastModified and
+ * ETag kept), each <CommonPrefixes> a directory.  The XML is parsed with
+ * libexpat; texts and tokens have no length limit.  A page's keys are
+ * decoded once it is read, when it says they are encoded (<EncodingType>
+ * comes after them on S3; a server that ignores the parameter sends them
+ * raw).  A page truncated without a token, or one that does not parse,
+ * fails the listing with a sentence (dlc_backend_cause_set): a directory
+ * is listed whole or not at all.  Pages are gathered whole before the
+ * callback sees any entry, so a page retried never repeats one.  A key that is also a prefix ("a" and "a/b") shows as
  * the directory; "dir/" markers and keys with an empty, "." or ".."
  * component are left out (no path could name them).  The snapshot's crawl
  * threads list directories in parallel, each on its own connection.
@@ -41,6 +46,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/s3_parse.h"
 #include "backend_s3_private.h"
 
 #define FILE_MODE (S_IFREG | 0444)
@@ -62,25 +68,47 @@ struct listed {
 	struct dlc_backend_attr attr;
 };
 
+/* An entry of the page being parsed, its key as the server wrote it: the
+ * page says whether keys are URL-encoded (<EncodingType>) anywhere in it,
+ * after the keys as often as not, so keys are decoded once it is read. */
+struct raw_entry {
+	char *key;
+	char *etag;                   /* NULL for a common prefix */
+	uint64_t size;
+	int64_t mtime;
+};
+
 struct listing {
 	const char *prefix;           /* the listed prefix, "PREFIX/DIR/" */
 	size_t prefix_len;
 	struct listed *entries;
 	size_t count, cap;
-	/* Parser state for one page. */
+	/* Parser state for one page.  Texts have no length limit: a key is at
+	 * most 1 KiB, but a continuation token may be of any length. */
 	int depth;
 	bool in_contents, in_prefixes;
-	char text[2048];              /* the current leaf's text */
-	size_t text_len;
-	bool text_long;
-	char key[2048];
+	char *text;                   /* the current leaf's text */
+	size_t text_len, text_cap;
+	char *key;                    /* the current <Contents>' */
 	char etag[S3_ETAG_MAX];
 	uint64_t size;
 	int64_t mtime;
+	struct raw_entry *page;
+	size_t page_count, page_cap;
+	bool url_encoded;             /* <EncodingType>url</EncodingType> */
 	bool truncated;
-	char token[2048];
+	char *token;                  /* NextContinuationToken, NULL when none */
 	int error;
 };
+
+static void page_clear(struct listing *listing)
+{
+	for (size_t i = 0; i < listing->page_count; i++) {
+		free(listing->page[i].key);
+		free(listing->page[i].etag);
+	}
+	listing->page_count = 0;
+}
 
 static void listing_free(struct listing *listing)
 {
@@ -89,6 +117,11 @@ static void listing_free(struct listing *listing)
 		free(listing->entries[i].etag);
 	}
 	free(listing->entries);
+	page_clear(listing);
+	free(listing->page);
+	free(listing->text);
+	free(listing->key);
+	free(listing->token);
 }
 
 static int64_t parse_iso_time(const char *text)
@@ -103,7 +136,8 @@ static int64_t parse_iso_time(const char *text)
 /* Adds the entry called by the part of key after the listed prefix (a
  * trailing '/' dropped for a prefix); names that cannot be paths are left
  * out. */
-static void listing_add(struct listing *listing, const char *key, bool dir)
+static void listing_add(struct listing *listing, const char *key, bool dir, const char *etag,
+			uint64_t size, int64_t mtime)
 {
 	size_t len;
 	struct listed *entry;
@@ -132,7 +166,7 @@ static void listing_add(struct listing *listing, const char *key, bool dir)
 	memset(entry, 0, sizeof(*entry));
 	entry->name = strndup(key, len);
 	if (!dir)
-		entry->etag = strdup(listing->etag);
+		entry->etag = strdup(etag);
 	if (!entry->name || (!dir && !entry->etag)) {
 		free(entry->name);
 		free(entry->etag);
@@ -140,21 +174,55 @@ static void listing_add(struct listing *listing, const char *key, bool dir)
 		return;
 	}
 	entry->attr.mode = dir ? DIR_MODE : FILE_MODE;
-	entry->attr.size = dir ? 0 : listing->size;
-	entry->attr.mtime_sec = dir ? 0 : listing->mtime;
+	entry->attr.size = dir ? 0 : size;
+	entry->attr.mtime_sec = dir ? 0 : mtime;
 	listing->count++;
+}
+
+/* Keeps an entry of the page, key as written (copied). */
+static void page_add(struct listing *listing, const char *key, const char *etag)
+{
+	struct raw_entry *entry;
+
+	if (listing->error)
+		return;
+	if (listing->page_count == listing->page_cap) {
+		size_t cap = listing->page_cap ? listing->page_cap * 2 : 256;
+		struct raw_entry *grown = realloc(listing->page, cap * sizeof(*grown));
+
+		if (!grown) {
+			listing->error = -ENOMEM;
+			return;
+		}
+		listing->page = grown;
+		listing->page_cap = cap;
+	}
+	entry = &listing->page[listing->page_count];
+	entry->key = strdup(key);
+	entry->etag = etag ? strdup(etag) : NULL;
+	entry->size = listing->size;
+	entry->mtime = listing->mtime;
+	if (!entry->key || (etag && !entry->etag)) {
+		free(entry->key);
+		free(entry->etag);
+		listing->error = -ENOMEM;
+		return;
+	}
+	listing->page_count++;
 }
 
 static void XMLCALL on_start(void *arg, const XML_Char *name, const XML_Char **attrs)
 {
 	struct listing *listing = arg;
 
+	(void)attrs;
 	listing->depth++;
 	listing->text_len = 0;
-	listing->text_long = false;
 	if (listing->depth == 2 && strcmp(name, "Contents") == 0) {
 		listing->in_contents = true;
-		listing->key[0] = listing->etag[0] = '\0';
+		free(listing->key);
+		listing->key = NULL;
+		listing->etag[0] = '\0';
 		listing->size = 0;
 		listing->mtime = 0;
 	} else if (listing->depth == 2 && strcmp(name, "CommonPrefixes") == 0) {
@@ -166,9 +234,21 @@ static void XMLCALL on_text(void *arg, const XML_Char *text, int len)
 {
 	struct listing *listing = arg;
 
-	if (listing->text_len + (size_t)len >= sizeof(listing->text)) {
-		listing->text_long = true;
+	if (listing->error)
 		return;
+	if (listing->text_len + (size_t)len + 1 > listing->text_cap) {
+		size_t cap = listing->text_cap ? listing->text_cap : 256;
+		char *grown;
+
+		while (cap < listing->text_len + (size_t)len + 1)
+			cap *= 2;
+		grown = realloc(listing->text, cap);
+		if (!grown) {
+			listing->error = -ENOMEM;
+			return;
+		}
+		listing->text = grown;
+		listing->text_cap = cap;
 	}
 	memcpy(listing->text + listing->text_len, text, (size_t)len);
 	listing->text_len += (size_t)len;
@@ -177,55 +257,92 @@ static void XMLCALL on_text(void *arg, const XML_Char *text, int len)
 static void XMLCALL on_end(void *arg, const XML_Char *name)
 {
 	struct listing *listing = arg;
-	const char *text = listing->text;
+	const char *text = listing->text_len ? listing->text : "";
 
-	listing->text[listing->text_len] = '\0';
-	if (listing->depth == 3 && listing->in_contents && !listing->text_long) {
-		if (strcmp(name, "Key") == 0)
-			snprintf(listing->key, sizeof(listing->key), "%s", text);
-		else if (strcmp(name, "ETag") == 0 && listing->text_len < sizeof(listing->etag))
+	if (listing->text_len)
+		listing->text[listing->text_len] = '\0';
+	if (listing->error) {
+		/* nothing more is kept */
+	} else if (listing->depth == 3 && listing->in_contents) {
+		if (strcmp(name, "Key") == 0) {
+			free(listing->key);
+			listing->key = strdup(text);
+			if (!listing->key)
+				listing->error = -ENOMEM;
+		} else if (strcmp(name, "ETag") == 0 && listing->text_len < sizeof(listing->etag)) {
 			memcpy(listing->etag, text, listing->text_len + 1);
-		else if (strcmp(name, "Size") == 0)
+		} else if (strcmp(name, "Size") == 0) {
 			listing->size = strtoull(text, NULL, 10);
-		else if (strcmp(name, "LastModified") == 0)
+		} else if (strcmp(name, "LastModified") == 0) {
 			listing->mtime = parse_iso_time(text);
-	} else if (listing->depth == 3 && listing->in_prefixes && strcmp(name, "Prefix") == 0 &&
-		   !listing->text_long) {
-		listing_add(listing, text, true);
+		}
+	} else if (listing->depth == 3 && listing->in_prefixes && strcmp(name, "Prefix") == 0) {
+		page_add(listing, text, NULL);
 	} else if (listing->depth == 2 && strcmp(name, "Contents") == 0) {
 		listing->in_contents = false;
-		if (listing->key[0])
-			listing_add(listing, listing->key, false);
+		if (listing->key && listing->key[0])
+			page_add(listing, listing->key, listing->etag);
 	} else if (listing->depth == 2 && strcmp(name, "CommonPrefixes") == 0) {
 		listing->in_prefixes = false;
 	} else if (listing->depth == 2 && strcmp(name, "IsTruncated") == 0) {
 		listing->truncated = strcmp(text, "true") == 0;
-	} else if (listing->depth == 2 && strcmp(name, "NextContinuationToken") == 0 &&
-		   !listing->text_long) {
-		snprintf(listing->token, sizeof(listing->token), "%s", text);
+	} else if (listing->depth == 2 && strcmp(name, "EncodingType") == 0) {
+		listing->url_encoded = strcmp(text, "url") == 0;
+	} else if (listing->depth == 2 && strcmp(name, "NextContinuationToken") == 0) {
+		free(listing->token);
+		listing->token = listing->text_len ? strdup(text) : NULL;
+		if (listing->text_len && !listing->token)
+			listing->error = -ENOMEM;
 	}
 	listing->text_len = 0;
 	listing->depth--;
 }
 
-/* Parses one page into listing; 0 or -EIO for XML that is not a listing. */
-static int parse_page(struct listing *listing, const char *body, size_t len)
+/*
+ * Parses one page into listing (its entries added, truncated and token
+ * set).  0, -ENOMEM, or -EIO for XML that is not a listing or a key that is
+ * not URL-encoded where the page says it is (*fault then says which).
+ */
+static int parse_page(struct listing *listing, const char *body, size_t len, const char **fault)
 {
 	XML_Parser parser = XML_ParserCreate("UTF-8");
 	int rc = 0;
 
+	*fault = NULL;
 	if (!parser)
 		return -ENOMEM;
 	listing->depth = 0;
 	listing->in_contents = listing->in_prefixes = false;
-	listing->truncated = false;
-	listing->token[0] = '\0';
+	listing->truncated = listing->url_encoded = false;
+	free(listing->token);
+	listing->token = NULL;
+	page_clear(listing);
 	XML_SetUserData(parser, listing);
 	XML_SetElementHandler(parser, on_start, on_end);
 	XML_SetCharacterDataHandler(parser, on_text);
-	if (XML_Parse(parser, body ? body : "", (int)len, 1) != XML_STATUS_OK)
+	if (XML_Parse(parser, body ? body : "", (int)len, 1) != XML_STATUS_OK) {
+		*fault = "is not well-formed XML";
 		rc = -EIO;
+	}
 	XML_ParserFree(parser);
+	for (size_t i = 0; rc == 0 && !listing->error && i < listing->page_count; i++) {
+		struct raw_entry *entry = &listing->page[i];
+		char *key = entry->key;
+
+		if (listing->url_encoded) {
+			rc = dlc_s3_url_decode(entry->key, &key);
+			if (rc == -EINVAL) {
+				*fault = "holds a key that is not URL-encoded though it says it is";
+				rc = -EIO;
+			}
+			if (rc < 0)
+				break;
+		}
+		listing_add(listing, key, !entry->etag, entry->etag, entry->size, entry->mtime);
+		if (key != entry->key)
+			free(key);
+	}
+	page_clear(listing);
 	return rc ? rc : listing->error;
 }
 
@@ -288,6 +405,7 @@ static int s3_list(void *priv, const char *dir, dlc_backend_list_cb cb, void *ar
 	struct s3_backend *sb = priv;
 	struct listing listing = { 0 };
 	struct s3_response resp;
+	const char *fault;
 	char *prefix;
 	int rc;
 
@@ -295,25 +413,43 @@ static int s3_list(void *priv, const char *dir, dlc_backend_list_cb cb, void *ar
 		return -ENOMEM;
 	listing.prefix = prefix;
 	listing.prefix_len = strlen(prefix);
-	do {
-		struct dlc_s3_pair params[4] = {
+	for (unsigned page = 1;; page++) {
+		/* encoding-type=url: keys come URL-encoded, so that a key with
+		 * bytes XML 1.0 cannot carry still lists. */
+		struct dlc_s3_pair params[5] = {
 			{ "list-type", "2" }, { "delimiter", "/" }, { "prefix", prefix },
-			{ "continuation-token", listing.token },
+			{ "encoding-type", "url" }, { "continuation-token", listing.token },
 		};
 
 		rc = s3_perform(sb, &(struct s3_call){ .method = "GET", .params = params,
-						       .nparams = listing.token[0] ? 4 : 3 },
+						       .nparams = listing.token ? 5 : 4 },
 				&resp);
 		if (rc < 0 || resp.status != 200) {
 			rc = failure(sb, "listing", prefix, rc, &resp);
 			s3_response_release(&resp);
 			goto out;
 		}
-		rc = parse_page(&listing, resp.body, resp.body_len);
+		rc = parse_page(&listing, resp.body, resp.body_len, &fault);
 		s3_response_release(&resp);
+		if (rc == -EIO) {
+			dlc_backend_cause_set("the S3 server at %s answered page %u of the listing of '%s' with a page that %s; the listing cannot be trusted, so no snapshot is made: fix the server",
+					      sb->endpoint.origin, page, prefix, fault);
+			goto out;
+		}
 		if (rc < 0)
 			goto out;
-	} while (listing.truncated && listing.token[0]);
+		if (!listing.truncated)
+			break;
+		/* A page that says more follow but not how to ask for them
+		 * would end the directory short: its files would be missing
+		 * from the snapshot without a word. */
+		if (!listing.token) {
+			dlc_backend_cause_set("the S3 server at %s says page %u of the listing of '%s' is truncated but gives no NextContinuationToken to ask for the rest; no snapshot is made, since it would lack files: fix the server (or the proxy before it)",
+					      sb->endpoint.origin, page, prefix);
+			rc = -EIO;
+			goto out;
+		}
+	}
 
 	qsort(listing.entries, listing.count, sizeof(listing.entries[0]), compare_listed);
 	for (size_t i = 0; i < listing.count; i++) {

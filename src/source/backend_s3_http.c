@@ -26,6 +26,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,37 +429,76 @@ static int transport_errno(CURLcode code)
 	}
 }
 
-/* The signed headers and the URL of call, into list and url. */
-static int prepare(struct s3_backend *sb, const struct s3_call *call, struct curl_slist **list,
-		   char *url, size_t url_size)
+/* Appends the formatted header line to *list; 0 or -ENOMEM.  The line may
+ * hold a secret (a session token, a signature): wiped once curl has its
+ * copy. */
+static int add_header(struct curl_slist **list, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int add_header(struct curl_slist **list, const char *fmt, ...)
 {
-	char path[8192], encoded[24576], query[8192], header[9000], date[17], range[64];
-	struct dlc_s3_pair signed_headers[4];
-	size_t nheaders = 0;
 	struct curl_slist *grown;
-	int rc;
+	va_list ap;
+	char *line;
+	int n;
 
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	grown = curl_slist_append(*list, line);
+	OPENSSL_cleanse(line, (size_t)n);
+	free(line);
+	if (!grown)
+		return -ENOMEM;
+	*list = grown;
+	return 0;
+}
+
+/* The signed headers and the URL of call, into list and *url (malloc'd).
+ * Every string is sized from its inputs: a
+ * key, a continuation token or a session token of any length goes out
+ * whole. */
+static int prepare(struct s3_backend *sb, const struct s3_call *call, struct curl_slist **list,
+		   char **url)
+{
+	char *path = NULL, *encoded = NULL, *query = NULL;
+	char date[17], range[64], authorization[1024];
+	struct dlc_s3_pair signed_headers[4];
+	size_t nheaders = 0, query_size;
+	time_t now = time(NULL);
+	int rc = -ENOMEM;
+
+	*url = NULL;
 	/* The bucket itself is "/BUCKET" path-style (s3rver, for one, reads
 	 * "/BUCKET/" as a key prefix and drops the common prefixes), "/" on a
 	 * virtual host. */
 	if (call->key)
-		rc = snprintf(path, sizeof(path), "%s/%s", sb->endpoint.bucket_path, call->key);
+		rc = asprintf(&path, "%s/%s", sb->endpoint.bucket_path, call->key);
 	else
-		rc = snprintf(path, sizeof(path), "%s", *sb->endpoint.bucket_path ?
-			      sb->endpoint.bucket_path : "/");
-	if (rc < 0 || (size_t)rc >= sizeof(path))
-		return -ENAMETOOLONG;
-	rc = dlc_s3_uri_encode(path, true, encoded, sizeof(encoded));
+		rc = asprintf(&path, "%s", *sb->endpoint.bucket_path ? sb->endpoint.bucket_path : "/");
+	if (rc < 0) {
+		path = NULL;
+		return -ENOMEM;
+	}
+	rc = -ENOMEM;
+	encoded = malloc(3 * strlen(path) + 1);
+	query_size = dlc_s3_canonical_query_size(call->params, call->nparams);
+	query = malloc(query_size);
+	if (!encoded || !query)
+		goto out;
+	rc = dlc_s3_uri_encode(path, true, encoded, 3 * strlen(path) + 1);
+	if (rc >= 0)
+		rc = dlc_s3_canonical_query(call->params, call->nparams, query, query_size);
 	if (rc < 0)
-		return rc;
-	rc = dlc_s3_canonical_query(call->params, call->nparams, query, sizeof(query));
-	if (rc < 0)
-		return rc;
-	if ((size_t)snprintf(url, url_size, "%s%s%s%s", sb->endpoint.origin, encoded,
-			     *query ? "?" : "", query) >= url_size)
-		return -ENAMETOOLONG;
+		goto out;
+	if (asprintf(url, "%s%s%s%s", sb->endpoint.origin, encoded, *query ? "?" : "", query) < 0) {
+		*url = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
 
-	dlc_s3_amz_date(time(NULL), date);
+	dlc_s3_amz_date(now, date);
 	signed_headers[nheaders++] = (struct dlc_s3_pair){ "host", sb->endpoint.host };
 	if (call->ranged) {
 		snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)call->off,
@@ -468,19 +508,16 @@ static int prepare(struct s3_backend *sb, const struct s3_call *call, struct cur
 	if (call->if_match)
 		signed_headers[nheaders++] = (struct dlc_s3_pair){ "if-match", call->if_match };
 
-#define ADD(...) do { \
-		snprintf(header, sizeof(header), __VA_ARGS__); \
-		grown = curl_slist_append(*list, header); \
-		if (!grown) \
-			return -ENOMEM; \
-		*list = grown; \
-	} while (0)
-	for (size_t i = 0; i < nheaders; i++)
-		ADD("%s: %s", signed_headers[i].name, signed_headers[i].value);
-	ADD("x-amz-date: %s", date);
-	ADD("x-amz-content-sha256: %s", DLC_S3_EMPTY_SHA256);
-	ADD("Expect:");     /* no 100-continue round trip */
-	if (sb->access_key) {
+	rc = 0;
+	for (size_t i = 0; rc == 0 && i < nheaders; i++)
+		rc = add_header(list, "%s: %s", signed_headers[i].name, signed_headers[i].value);
+	if (rc == 0)
+		rc = add_header(list, "x-amz-date: %s", date);
+	if (rc == 0)
+		rc = add_header(list, "x-amz-content-sha256: %s", DLC_S3_EMPTY_SHA256);
+	if (rc == 0)
+		rc = add_header(list, "Expect:");     /* no 100-continue round trip */
+	if (rc == 0 && sb->access_key) {
 		struct dlc_s3_credentials credentials = {
 			sb->access_key, sb->secret_key, sb->session_token,
 		};
@@ -490,25 +527,29 @@ static int prepare(struct s3_backend *sb, const struct s3_call *call, struct cur
 			.payload_hash = DLC_S3_EMPTY_SHA256, .sign_content_hash = true,
 			.amz_date = date, .region = sb->region, .service = "s3",
 		};
-		char authorization[1024];
 
 		if (sb->session_token)
-			ADD("x-amz-security-token: %s", sb->session_token);
-		rc = dlc_s3_sign(&request, &credentials, authorization, sizeof(authorization));
-		if (rc < 0)
-			return rc;
-		ADD("Authorization: %s", authorization);
+			rc = add_header(list, "x-amz-security-token: %s", sb->session_token);
+		if (rc == 0)
+			rc = dlc_s3_sign(&request, &credentials, authorization, sizeof(authorization));
+		if (rc == 0)
+			rc = add_header(list, "Authorization: %s", authorization);
 		OPENSSL_cleanse(authorization, sizeof(authorization));
 	}
-#undef ADD
-	OPENSSL_cleanse(header, sizeof(header));
-	return 0;
+out:
+	free(path);
+	free(encoded);
+	free(query);
+	if (rc < 0) {
+		free(*url);
+		*url = NULL;
+	}
+	return rc < 0 ? rc : 0;
 }
 
 int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_response *resp)
 {
 	uint64_t start = now_ms(), backoff = S3_FIRST_BACKOFF_MS;
-	char url[32768];
 	int rc = -EIO;
 
 	memset(resp, 0, sizeof(*resp));
@@ -518,6 +559,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 		uint64_t elapsed = now_ms() - start;
 		CURLcode code;
 		CURL *curl;
+		char *url;
 
 		if (elapsed >= sb->timeout_ms)
 			return -ETIMEDOUT;
@@ -529,7 +571,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 		resp->window_filled = 0;
 		resp->window_start = 0;
 		resp->etag[0] = resp->code[0] = '\0';
-		rc = prepare(sb, call, &headers, url, sizeof(url));
+		rc = prepare(sb, call, &headers, &url);
 		if (rc < 0) {
 			curl_slist_free_all(headers);
 			give_handle(sb, curl, false);
@@ -550,6 +592,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 			curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
 		code = curl_easy_perform(curl);
 		curl_slist_free_all(headers);
+		free(url);
 		give_handle(sb, curl, code != CURLE_OK);
 
 		if (code == CURLE_OK && !status_retried(resp->status)) {

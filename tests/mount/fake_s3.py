@@ -6,15 +6,24 @@ Serves ROOT/BUCKET/KEY path-style over HTTP/1.1 with keep-alive: ListObjectsV2
 HEAD.  An object's ETag is the quoted MD5 of its bytes, so rewriting a file
 under ROOT replaces the object (and If-Match with the old ETag gets 412).
 
+Listings honour encoding-type=url as S3 does (keys, prefixes URL-encoded, an
+<EncodingType> element after the keys); without it a key goes out raw, so a key
+with a byte XML 1.0 cannot carry makes the page unparsable, as on S3.
+
 What S3 itself does not offer, for the tests:
   --latency MS         every request waits MS milliseconds first (a WAN's round trip)
   --access-key AK      requests must be signed with key AK (else 403 InvalidAccessKeyId);
                        the signature itself is not checked (s3rver checks SigV4)
+  --page-size N        at most N keys per listing page
+  A faulty server or proxy, each a flag (or POST /_fake/fault?name=NAME&on=0|1):
+  --truncated-listing-no-token  a truncated page has no NextContinuationToken
+  --long-token N       continuation tokens are N bytes long
   admin requests on /_fake/ (never counted):
     GET  /_fake/stats            {"LIST": n, "GET": n, "HEAD": n, "other": n, "ranges": [...]}
     POST /_fake/fail?status=503&count=N   the next N requests answer status (SlowDown)
     POST /_fake/reset?count=N    the next N requests have their connection reset
     POST /_fake/latency?ms=N     change the latency
+    POST /_fake/fault?name=NAME&on=1      turn a faulty-server flag on (on=0: off)
     POST /_fake/clear            zero the counters
 The port is written to --port-file once the server listens (port 0 picks one).
 """
@@ -33,11 +42,17 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+FAULTS = ("truncated-listing-no-token",)
+
+
 class State:
     def __init__(self, root, latency_ms, access_key):
         self.root = os.path.realpath(root)
         self.latency = latency_ms / 1000.0
         self.access_key = access_key
+        self.page_size = 1000
+        self.long_token = 0
+        self.faults = set()
         self.lock = threading.Lock()
         self.counts = {"LIST": 0, "GET": 0, "HEAD": 0, "other": 0}
         self.fail_status = 0
@@ -69,6 +84,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def faulty(self, name):
+        return name in self.state.faults
 
     @property
     def state(self):
@@ -142,6 +160,14 @@ class Handler(BaseHTTPRequestHandler):
                 st.reset_count = int(query.get("count", ["1"])[0])
             elif path == "/_fake/latency":
                 st.latency = int(query.get("ms", ["0"])[0]) / 1000.0
+            elif path == "/_fake/fault":
+                name = query.get("name", [""])[0]
+                if name not in FAULTS:
+                    return self.send(400)
+                if query.get("on", ["1"])[0] == "1":
+                    st.faults.add(name)
+                else:
+                    st.faults.discard(name)
             elif path == "/_fake/clear":
                 st.counts = {k: 0 for k in st.counts}
             else:
@@ -231,8 +257,14 @@ class Handler(BaseHTTPRequestHandler):
     def list_objects(self, bucket, bucket_dir, query):
         prefix = query.get("prefix", [""])[0]
         delimiter = query.get("delimiter", [""])[0]
-        max_keys = int(query.get("max-keys", ["1000"])[0])
+        max_keys = min(int(query.get("max-keys", ["1000"])[0]), self.state.page_size)
         token = query.get("continuation-token", [""])[0]
+        if token and self.state.long_token:
+            token = token.split("|", 1)[1]   # "xxx...|KEY": the key after the padding
+        url_encoded = query.get("encoding-type", [""])[0] == "url"
+
+        def enc(text):
+            return urllib.parse.quote_plus(text, safe="/") if url_encoded else html.escape(text)
         # Walk only below the prefix's directory part.
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start_dir = os.path.join(bucket_dir, base)
@@ -265,20 +297,26 @@ class Handler(BaseHTTPRequestHandler):
         out = ['<?xml version="1.0" encoding="UTF-8"?>',
                '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
                "<Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>"
-               % (html.escape(bucket), html.escape(prefix), len(page), max_keys),
+               % (html.escape(bucket), enc(prefix), len(page), max_keys),
                "<IsTruncated>%s</IsTruncated>" % ("true" if rest else "false")]
-        if rest:
-            out.append("<NextContinuationToken>%s</NextContinuationToken>" % html.escape(page[-1]))
+        if rest and not self.faulty("truncated-listing-no-token"):
+            next_token = page[-1]
+            if self.state.long_token:
+                pad = max(self.state.long_token - len(next_token.encode()) - 1, 0)
+                next_token = "x" * pad + "|" + next_token
+            out.append("<NextContinuationToken>%s</NextContinuationToken>" % html.escape(next_token))
         for key in page:
             if key.endswith("/"):
-                out.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % html.escape(key))
+                out.append("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % enc(key))
                 continue
             path = os.path.join(bucket_dir, key)
             st = os.stat(path)
             out.append("<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>%s</ETag>"
                        "<Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>"
-                       % (html.escape(key), iso(st.st_mtime), html.escape(self.state.etag(path, st)),
+                       % (enc(key), iso(st.st_mtime), html.escape(self.state.etag(path, st)),
                           st.st_size))
+        if url_encoded:
+            out.append("<EncodingType>url</EncodingType>")   # after the keys, as S3 puts it
         out.append("</ListBucketResult>")
         self.send(200, "".join(out).encode(), {"Content-Type": "application/xml"})
 
@@ -290,11 +328,19 @@ def main():
     parser.add_argument("--port-file", help="written with the port once listening")
     parser.add_argument("--latency", type=float, default=0, help="milliseconds added to every request")
     parser.add_argument("--access-key", help="the only access key accepted")
+    parser.add_argument("--page-size", type=int, default=1000, help="most keys per listing page")
+    parser.add_argument("--long-token", type=int, default=0, help="continuation tokens of this many bytes")
+    for name in FAULTS:
+        parser.add_argument("--" + name, action="store_true", help="a faulty server (see above)")
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.request_queue_size = 128
     server.state = State(args.root, args.latency, args.access_key)
+    server.state.page_size = args.page_size
+    server.state.long_token = args.long_token
+    server.state.faults = {name for name in FAULTS if getattr(args, name.replace("-", "_"))}
+
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

@@ -54,12 +54,15 @@ struct dlc_backend_dirent {
 };
 
 /*
- * The version the snapshot recorded for path, written into buf (size
- * bytes); returns true when there is one.  Given to a driver after the
- * snapshot is loaded (dlc_backend_set_versions), so that it can read exactly
- * the bytes the snapshot described without asking the remote (S3: If-Match).
+ * What the snapshot recorded of regular file path: returns true when it
+ * holds one, with its size in *bytes and its version in buf (size bytes;
+ * "" when it recorded none or the version does not fit).  Given to a
+ * driver after the snapshot is loaded (dlc_backend_set_versions), so that
+ * it can read exactly the bytes the snapshot described without asking the
+ * remote (S3: If-Match, and each answer checked against version and size).
  */
-typedef bool (*dlc_backend_version_fn)(void *arg, const char *path, char *buf, size_t size);
+typedef bool (*dlc_backend_version_fn)(void *arg, const char *path, char *buf, size_t size,
+				       uint64_t *bytes);
 
 /* Returns 0 to go on, or -errno to stop the listing with that error. */
 typedef int (*dlc_backend_list_cb)(void *arg, const struct dlc_backend_dirent *entry);

@@ -22,8 +22,11 @@
  * Reads.  open asks nothing of the remote: it takes the ETag the snapshot
  * recorded (set_versions) and pread sends a ranged GET with If-Match, so an
  * object replaced after the snapshot fails the read (412: EIO, logged once)
- * instead of mixing versions.  A whole small file is one GET (the read path
- * asks for it in one pread).  The retries and the time limit are
+ * instead of mixing versions.  Each answer is checked against the asked
+ * range and the snapshot's ETag and size before a byte of it is used
+ * (backend_s3_http.c); one that breaks the protocol fails the read with EIO
+ * and a sentence naming the server's fault.  A whole small file is one GET
+ * (the read path asks for it in one pread).  The retries and the time limit are
  * backend_s3_http.c's.  After mount the driver sends no LIST and no HEAD
  * (stat is a HEAD, and only a packed source's snapshot lookup asks it,
  * before mount).
@@ -55,7 +58,8 @@
 struct dlc_backend_file {
 	char *key;
 	char etag[S3_ETAG_MAX];       /* "" when the snapshot has none */
-	char *path;                   /* for log lines */
+	bool size_known;              /* the snapshot holds the object: its size */
+	uint64_t size;
 };
 
 /* ------------------------------------------------------------------------
@@ -518,7 +522,10 @@ static int s3_open(void *priv, const char *path, struct dlc_backend_file **out)
 		free(file);
 		return -ENOMEM;
 	}
-	if (sb->version && !sb->version(sb->version_arg, path, file->etag, sizeof(file->etag)))
+	if (sb->version)
+		file->size_known = sb->version(sb->version_arg, path, file->etag, sizeof(file->etag),
+					       &file->size);
+	if (!file->size_known)
 		file->etag[0] = '\0';
 	*out = file;
 	return 0;
@@ -531,6 +538,7 @@ static ssize_t s3_pread(void *priv, struct dlc_backend_file *file, void *buf, si
 	struct s3_call call = {
 		.method = "GET", .key = file->key, .if_match = file->etag[0] ? file->etag : NULL,
 		.ranged = true, .off = off, .window = buf, .len = len,
+		.size_known = file->size_known, .object_size = file->size,
 	};
 	struct s3_response resp;
 	ssize_t got;
@@ -539,13 +547,20 @@ static ssize_t s3_pread(void *priv, struct dlc_backend_file *file, void *buf, si
 	if (len == 0)
 		return 0;
 	rc = s3_perform(sb, &call, &resp);
-	if (rc == 0 && (resp.status == 200 || resp.status == 206)) {
-		/* The window holds [off, off + len) as far as the body reached;
-		 * fewer bytes than asked only at the object's end. */
-		uint64_t start = resp.status == 206 ? resp.window_start : 0;
-		uint64_t end = start + resp.window_filled;
-
-		got = end > off ? (ssize_t)((end < off + len ? end : off + len) - off) : 0;
+	if (rc == 0 && resp.fault[0]) {
+		log_once(&sb->logged_fault, "S3 read of '%s' failed: the server at %s %s; no byte of that answer was used (fix or bypass the server or proxy that sends it)",
+			 file->key, sb->endpoint.origin, resp.fault);
+		got = -EIO;
+	} else if (rc == 0 && (resp.status == 200 || resp.status == 206)) {
+		/* Checked by s3_perform: the window holds [off, off + n) from
+		 * this answer, fewer than asked only at the object's end. */
+		got = (ssize_t)resp.window_filled;
+	} else if (rc == 0 && resp.status == 416 && call.if_match && file->size_known &&
+		   off < file->size) {
+		log_once(&sb->logged_fault, "S3 read of '%s' failed: the server at %s says byte %llu is past the end of the snapshot's version of the object, which holds %llu bytes; no byte of that answer was used (fix or bypass the server or proxy that sends it)",
+			 file->key, sb->endpoint.origin, (unsigned long long)off,
+			 (unsigned long long)file->size);
+		got = -EIO;
 	} else if (rc == 0 && resp.status == 416) {
 		got = 0;     /* at or past the end */
 	} else {

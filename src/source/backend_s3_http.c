@@ -15,11 +15,20 @@
  * makes one) and gives it back, so a mount's readers reuse connections and
  * the pool holds at most as many handles as requests ran at once.
  *
+ * Answers.  An object's answer is checked when its headers end, before
+ * its body is written anywhere (check_object_reply): the snapshot's ETag,
+ * a Content-Range that is exactly the range asked, a 200 taken only as the
+ * whole object of the snapshot's size.  The body then fills the caller's
+ * window from its start, and only bytes written are counted.  An answer
+ * that breaks these rules ends the transfer and comes back with its fault
+ * described; it is not retried.
+ *
  * Retries.  A request that gets 500, 502, 503 (SlowDown) or 504, or whose
- * connection breaks (reset, nothing received, a partial body), is tried
- * again after 50 ms, doubled per retry with jitter up to 2 s, at most
- * S3_MAX_ATTEMPTS times in all, and never past source_timeout from its
- * start: each attempt gets the time that is left as curl's own limit.  A
+ * connection breaks (reset, nothing received, a body cut short of its
+ * framing, with or without Content-Length), is tried again after 50 ms,
+ * doubled per retry with jitter up to 2 s, at most S3_MAX_ATTEMPTS times
+ * in all, and never past source_timeout from its start: each attempt gets
+ * the time that is left as curl's own limit.  A
  * refused connection or an unknown host is not retried (the endpoint is
  * down: the read fails at once, and the next read tries again).
  */
@@ -38,6 +47,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/s3_parse.h"
 #include "backend_s3_private.h"
 
 /* ------------------------------------------------------------------------
@@ -262,52 +272,167 @@ void s3_response_release(struct s3_response *resp)
 struct transfer {
 	const struct s3_call *call;
 	struct s3_response *resp;
-	uint64_t window_start;        /* object offset of the body's first byte */
-	bool window_known;
+	/* The answer's framing, from its headers. */
+	bool has_length;              /* a Content-Length came */
+	bool has_range, range_bad;    /* a Content-Range came; it did not parse */
+	bool etag_long;               /* an ETag too long to be any snapshot's */
+	uint64_t range_first, range_last, range_total;
+	/* An object's body (call->window): checked at the end of the headers. */
+	bool checked;
+	uint64_t expected;            /* window bytes the body must bring */
+	uint64_t body_seen;           /* body bytes of this answer so far */
+	bool slice_done;              /* a 200's slice is in: the rest is not wanted */
 };
 
-static size_t on_header(char *data, size_t size, size_t count, void *arg)
+static void set_fault(struct s3_response *resp, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void set_fault(struct s3_response *resp, const char *fmt, ...)
 {
-	struct transfer *t = arg;
-	size_t len = size * count;
-	char line[512];
+	va_list ap;
+
+	if (resp->fault[0])
+		return;     /* the first fault is the one to name */
+	va_start(ap, fmt);
+	vsnprintf(resp->fault, sizeof(resp->fault), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * An object's answer (200 or 206 to a ranged GET), checked before a body
+ * byte is used: it must be the snapshot's version of the object (ETag) and
+ * frame exactly the bytes asked, [off, off + len) cut at the object's end.
+ * A 206 must say so in its Content-Range; a 200 (a server or proxy that
+ * ignored Range) is taken only as the whole object of the snapshot's size,
+ * or, when the snapshot records no size, where the asked range starts at 0.
+ * Sets t->expected, or resp->fault with what the server did wrong.
+ */
+static void check_object_reply(struct transfer *t)
+{
+	const struct s3_call *call = t->call;
+	struct s3_response *resp = t->resp;
+	unsigned long long off = call->off, last_asked = call->off + call->len - 1;
+
+	t->checked = true;
+	if (call->if_match && t->etag_long) {
+		set_fault(resp, "sent an ETag longer than any the snapshot records, not the snapshot's %s (it ignored If-Match)",
+			  call->if_match);
+		return;
+	}
+	if (call->if_match && resp->etag[0] && strcmp(resp->etag, call->if_match) != 0) {
+		set_fault(resp, "sent version %s of the object, not the snapshot's %s (it ignored If-Match)",
+			  resp->etag, call->if_match);
+		return;
+	}
+	if (resp->status == 206) {
+		unsigned long long first = t->range_first, last = t->range_last;
+		unsigned long long total = t->range_total, last_due;
+
+		if (!t->has_range || t->range_bad) {
+			set_fault(resp, "answered a ranged GET with 206 and %s Content-Range",
+				  t->has_range ? "a malformed" : "no");
+			return;
+		}
+		if (total == DLC_S3_SIZE_UNKNOWN && call->size_known)
+			total = call->object_size;
+		if (total == DLC_S3_SIZE_UNKNOWN) {
+			set_fault(resp, "answered a ranged GET with a Content-Range of unknown object size");
+			return;
+		}
+		if (call->if_match && call->size_known && total != call->object_size) {
+			set_fault(resp, "says the object holds %llu bytes, but the snapshot's version of it holds %llu",
+				  total, (unsigned long long)call->object_size);
+			return;
+		}
+		last_due = last_asked < total - 1 ? last_asked : total - 1;
+		if (first != off || last != last_due) {
+			set_fault(resp, "sent bytes %llu-%llu when bytes %llu-%llu were asked",
+				  first, last, off, last_due);
+			return;
+		}
+		if (t->has_length && resp->content_length != last - first + 1) {
+			set_fault(resp, "announced %llu body bytes for the %llu bytes of its Content-Range",
+				  (unsigned long long)resp->content_length, last - first + 1);
+			return;
+		}
+		t->expected = last - first + 1;
+		return;
+	}
+	/* 200: the whole object, or nothing. */
+	if (!t->has_length) {
+		set_fault(resp, "answered a ranged GET with the whole object (200) but no Content-Length");
+		return;
+	}
+	if (call->size_known && resp->content_length != call->object_size) {
+		set_fault(resp, "answered a ranged GET with %llu bytes as the whole object (200), but the snapshot's object holds %llu",
+			  (unsigned long long)resp->content_length,
+			  (unsigned long long)call->object_size);
+		return;
+	}
+	if (!call->size_known && off != 0) {
+		set_fault(resp, "answered a ranged GET from byte %llu with the whole object (200), whose size the snapshot does not record",
+			  off);
+		return;
+	}
+	t->expected = off >= resp->content_length ? 0 :
+		      resp->content_length - off < call->len ? resp->content_length - off : call->len;
+}
+
+/* A header line (NUL-terminated, its CR LF kept) into t. */
+static void header_line(struct transfer *t, char *line)
+{
+	struct s3_response *resp = t->resp;
 	char *value;
 
-	if (len >= sizeof(line))
-		return len;
-	memcpy(line, data, len);
-	line[len] = '\0';
 	if (strncmp(line, "HTTP/", 5) == 0) {
 		/* A new status line (after a 100 Continue, say): start over. */
 		char *space = strchr(line, ' ');
 
-		t->resp->status = space ? strtol(space + 1, NULL, 10) : 0;
-		t->resp->etag[0] = '\0';
-		t->window_known = false;
-		return len;
+		resp->status = space ? strtol(space + 1, NULL, 10) : 0;
+		resp->etag[0] = '\0';
+		resp->content_length = 0;
+		t->has_length = t->has_range = t->range_bad = t->etag_long = t->checked = false;
+		return;
+	}
+	if (strcmp(line, "\r\n") == 0 || strcmp(line, "\n") == 0) {
+		if (t->call->window && (resp->status == 200 || resp->status == 206) && !t->checked)
+			check_object_reply(t);
+		return;
 	}
 	value = strchr(line, ':');
 	if (!value)
-		return len;
+		return;
 	*value++ = '\0';
 	value = trimmed(value);
 	if (strcasecmp(line, "ETag") == 0) {
-		snprintf(t->resp->etag, sizeof(t->resp->etag), "%s", value);
+		t->etag_long = strlen(value) >= sizeof(resp->etag);
+		snprintf(resp->etag, sizeof(resp->etag), "%s", t->etag_long ? "" : value);
 	} else if (strcasecmp(line, "Content-Length") == 0) {
-		t->resp->content_length = strtoull(value, NULL, 10);
+		resp->content_length = strtoull(value, NULL, 10);
+		t->has_length = true;
 	} else if (strcasecmp(line, "Last-Modified") == 0) {
-		struct tm tm = { 0 };
+		int64_t when;
 
-		if (strptime(value, "%a, %d %b %Y %H:%M:%S GMT", &tm))
-			t->resp->last_modified = (int64_t)timegm(&tm);
+		if (dlc_s3_http_date_parse(value, &when) == 0)
+			resp->last_modified = when;
 	} else if (strcasecmp(line, "Content-Range") == 0) {
-		unsigned long long first;
-
-		if (sscanf(value, "bytes %llu-", &first) == 1) {
-			t->window_start = first;
-			t->window_known = true;
-		}
+		t->has_range = true;
+		t->range_bad = dlc_s3_content_range_parse(value, &t->range_first, &t->range_last,
+							  &t->range_total) < 0;
 	}
+}
+
+/* One header line: copied whole (no length limit, so no header that is
+ * checked can slip past by being long); 0 on no memory ends the transfer. */
+static size_t on_header(char *data, size_t size, size_t count, void *arg)
+{
+	struct transfer *t = arg;
+	size_t len = size * count;
+	char *line = strndup(data, len);
+
+	if (!line)
+		return 0;
+	header_line(t, line);
+	free(line);
 	return len;
 }
 
@@ -333,10 +458,15 @@ static int body_append(struct s3_response *resp, const char *data, size_t len)
 	return 0;
 }
 
-/* An object's bytes go into the caller's window: a 206 starts at its
- * Content-Range, a 200 (a server that ignored Range) at 0, and what falls
- * outside [off, off + len) is dropped.  Anything else (a listing, an
- * error's XML) is kept in resp->body. */
+/*
+ * An object's bytes go into the caller's window, only once its headers
+ * passed check_object_reply: a 206's body starts at call->off, a 200's at
+ * 0 (what lies before call->off is skipped).  The window fills from its
+ * start without a gap, so window_filled bytes of it are the answer's and
+ * no byte past them is ever counted.  A body longer than it announced is a
+ * fault; returning 0 ends the transfer (CURLE_WRITE_ERROR).  Anything else
+ * (a listing, an error's XML) is kept in resp->body.
+ */
 static size_t on_body(char *data, size_t size, size_t count, void *arg)
 {
 	struct transfer *t = arg;
@@ -345,33 +475,31 @@ static size_t on_body(char *data, size_t size, size_t count, void *arg)
 	size_t len = size * count;
 
 	if (call->window && (resp->status == 200 || resp->status == 206)) {
-		/* A 206 without Content-Range starts where it was asked to. */
-		uint64_t start = t->window_known ? t->window_start :
-				 resp->status == 206 ? call->off : 0;
-		uint64_t at = start + resp->window_filled;   /* object offset of data[0]... */
+		uint64_t body_start = resp->status == 206 ? call->off : 0;
+		uint64_t pos = body_start + t->body_seen;     /* object offset of data[0] */
+		uint64_t end = call->off + t->expected;       /* of the window's last byte + 1 */
 
-		/* window_filled counts the body bytes seen so far, so at is where
-		 * this piece starts in the object. */
-		for (size_t i = 0; i < len;) {
-			uint64_t pos = at + i;
-			size_t piece;
-
-			if (pos < call->off) {
-				uint64_t skip = call->off - pos;
-
-				i += skip < len - i ? (size_t)skip : len - i;
-				continue;
-			}
-			if (pos >= call->off + call->len)
-				break;
-			piece = len - i;
-			if (piece > call->off + call->len - pos)
-				piece = (size_t)(call->off + call->len - pos);
-			memcpy(call->window + (pos - call->off), data + i, piece);
-			i += piece;
+		if (!t->checked)
+			check_object_reply(t);    /* no blank line was seen (HTTP/2) */
+		if (resp->fault[0])
+			return 0;
+		if (resp->status == 206 && t->body_seen + len > t->expected) {
+			set_fault(resp, "sent more body bytes than its Content-Range holds");
+			return 0;
 		}
-		resp->window_start = start;
-		resp->window_filled += len;
+		if (pos + len > call->off && pos < end) {
+			uint64_t from = pos > call->off ? pos : call->off;
+			uint64_t to = pos + len < end ? pos + len : end;
+
+			memcpy(call->window + (from - call->off), data + (from - pos), (size_t)(to - from));
+			resp->window_filled = (size_t)(to - call->off);
+		}
+		t->body_seen += len;
+		if (resp->status == 200 && resp->window_filled == t->expected &&
+		    t->body_seen < resp->content_length) {
+			t->slice_done = true;
+			return 0;
+		}
 		return len;
 	}
 	/* Error bodies are short; listings are bounded by S3_MAX_LIST_BODY. */
@@ -557,6 +685,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 		struct transfer transfer = { .call = call, .resp = resp };
 		struct curl_slist *headers = NULL;
 		uint64_t elapsed = now_ms() - start;
+		bool cut = false;
 		CURLcode code;
 		CURL *curl;
 		char *url;
@@ -567,10 +696,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 		if (!curl)
 			return -ENOMEM;
 		s3_response_release(resp);
-		resp->status = 0;
-		resp->window_filled = 0;
-		resp->window_start = 0;
-		resp->etag[0] = resp->code[0] = '\0';
+		memset(resp, 0, sizeof(*resp));
 		rc = prepare(sb, call, &headers, &url);
 		if (rc < 0) {
 			curl_slist_free_all(headers);
@@ -595,23 +721,35 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 		free(url);
 		give_handle(sb, curl, code != CURLE_OK);
 
-		if (code == CURLE_OK && !status_retried(resp->status)) {
+		/* An answer that broke the protocol is not retried: the same
+		 * server would answer the same; the caller names the fault. */
+		if (resp->fault[0])
+			return 0;
+		/* A 200's slice is in: the transfer was ended on purpose. */
+		if (code == CURLE_WRITE_ERROR && transfer.slice_done)
+			code = CURLE_OK;
+		/* A body that ended short of what its headers framed, with no
+		 * transport error (a close-delimited body cut): as a reset. */
+		if (code == CURLE_OK && call->window && (resp->status == 200 || resp->status == 206) &&
+		    resp->window_filled < transfer.expected)
+			cut = true;
+		if (code == CURLE_OK && !cut && !status_retried(resp->status)) {
 			if (resp->status >= 300)
 				error_code(resp);
 			return 0;
 		}
-		if (code == CURLE_OK)
+		if (code == CURLE_OK && !cut)
 			error_code(resp);
 		if (code != CURLE_OK && !transport_retried(code))
 			return transport_errno(code);
 		if (attempt == S3_MAX_ATTEMPTS)
-			return code == CURLE_OK ? 0 : -EIO;
+			return code == CURLE_OK && !cut ? 0 : -EIO;
 		/* Back off with jitter (50-100% of the step), within the time left. */
 		uint64_t wait = backoff / 2 + (uint64_t)rand() % (backoff / 2 + 1);
 
 		elapsed = now_ms() - start;
 		if (elapsed + wait >= sb->timeout_ms)
-			return code == CURLE_OK ? 0 : -ETIMEDOUT;
+			return code == CURLE_OK && !cut ? 0 : -ETIMEDOUT;
 		atomic_fetch_add_explicit(&sb->retries, 1, memory_order_relaxed);
 		usleep((useconds_t)(wait * 1000));
 		if (backoff < 2000)

@@ -16,6 +16,15 @@ What S3 itself does not offer, for the tests:
                        the signature itself is not checked (s3rver checks SigV4)
   --page-size N        at most N keys per listing page
   A faulty server or proxy, each a flag (or POST /_fake/fault?name=NAME&on=0|1):
+  --wrong-range        a ranged GET gets 206 with the range 64 bytes later than asked
+                       (Content-Range and bytes agree with each other, not with the ask)
+  --range-as-200       a ranged GET gets the asked bytes, but with status 200
+  --full-body-for-range  a ranged GET gets the whole object with status 200
+  --bad-etag           If-Match ignored: other bytes, with their own ETag
+  --cut-body           the first answer to each GET (key and range) stops at half its
+                       Content-Length and the connection closes
+  --cut-body-unframed  the same with no Content-Length (a close-delimited body)
+  --reset-mid-body     the first answer to each GET sends half its body, then a reset
   --truncated-listing-no-token  a truncated page has no NextContinuationToken
   --long-token N       continuation tokens are N bytes long
   admin requests on /_fake/ (never counted):
@@ -42,7 +51,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-FAULTS = ("truncated-listing-no-token",)
+FAULTS = ("wrong-range", "range-as-200", "full-body-for-range", "bad-etag", "cut-body",
+          "cut-body-unframed", "reset-mid-body", "truncated-listing-no-token")
 
 
 class State:
@@ -53,6 +63,8 @@ class State:
         self.page_size = 1000
         self.long_token = 0
         self.faults = set()
+        self.cut_done = set()     # (key, range) answers already cut once
+        self.others = {}          # (path, etag) -> (other bytes, their ETag): bad-etag
         self.lock = threading.Lock()
         self.counts = {"LIST": 0, "GET": 0, "HEAD": 0, "other": 0}
         self.fail_status = 0
@@ -168,6 +180,7 @@ class Handler(BaseHTTPRequestHandler):
                     st.faults.add(name)
                 else:
                     st.faults.discard(name)
+                st.cut_done.clear()
             elif path == "/_fake/clear":
                 st.counts = {k: 0 for k in st.counts}
             else:
@@ -225,6 +238,20 @@ class Handler(BaseHTTPRequestHandler):
         st = os.stat(path)
         etag = self.state.etag(path, st)
         if_match = self.headers.get("If-Match")
+        with open(path, "rb") as f:
+            data = f.read()
+        if self.faulty("bad-etag") and not head:
+            # Another version of the object: If-Match is not honoured.
+            with self.state.lock:
+                other = self.state.others.get((path, etag))
+            if other is None:
+                flipped = (int.from_bytes(data, "big") ^ int.from_bytes(b"\x5a" * len(data), "big")) \
+                    .to_bytes(len(data), "big")
+                other = (flipped, '"%s"' % hashlib.md5(flipped).hexdigest())
+                with self.state.lock:
+                    self.state.others[(path, etag)] = other
+            data, etag = other
+            if_match = None
         if if_match and if_match != etag and if_match != "*":
             return self.error(412, "PreconditionFailed",
                               "At least one of the pre-conditions you specified did not hold", head)
@@ -249,10 +276,44 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
             self.end_headers()
             return
-        with open(path, "rb") as f:
-            f.seek(start)
-            body = f.read(end - start + 1) if size else b""
+        if status == 206 and self.faulty("wrong-range"):
+            start = min(start + 64, size - 1)
+            end = min(end + 64, size - 1)
+            headers["Content-Range"] = "bytes %d-%d/%d" % (start, end, size)
+        body = data[start:end + 1] if size else b""
+        if status == 206 and self.faulty("full-body-for-range"):
+            status, body = 200, data
+            del headers["Content-Range"]
+        elif status == 206 and self.faulty("range-as-200"):
+            status = 200
+            del headers["Content-Range"]
+        for kind in ("cut-body", "cut-body-unframed", "reset-mid-body"):
+            if self.faulty(kind) and len(body) >= 2:
+                with self.state.lock:
+                    once = (kind, path, rng) not in self.state.cut_done
+                    self.state.cut_done.add((kind, path, rng))
+                if once:
+                    return self.send_cut(kind, status, body, headers)
         self.send(status, body, headers)
+
+    def send_cut(self, kind, status, body, headers):
+        """Half of body, then a close (cut-body: after a full Content-Length;
+        cut-body-unframed: with none) or a reset (reset-mid-body)."""
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if kind == "cut-body-unframed":
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[:len(body) // 2])
+        self.wfile.flush()
+        if kind == "reset-mid-body":
+            self.reset_connection()
+        else:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def list_objects(self, bucket, bucket_dir, query):
         prefix = query.get("prefix", [""])[0]

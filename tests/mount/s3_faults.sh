@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # S3 trust boundary: a faulty S3 server or proxy (fake_s3.py's adversary
-# flags) never makes a listing lose files: the snapshot is whole or fails
-# in one sentence.
+# flags) never puts a wrong byte in front of a reader or into the cache,
+# and listings cannot lose files.
+# Under each adversary every file is read through the mount and compared
+# with the source ("served"), then the mount is made again with a healthy
+# server on the same cache and every file compared again ("kept").  Each
+# case prints its figures as "figures: ADVERSARY ...".
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/s3_lib.sh"
 
@@ -16,6 +20,135 @@ SRC=$DATA
 export AWS_ACCESS_KEY_ID=AKIDDLCACHETEST AWS_SECRET_ACCESS_KEY=dlcache-test-secret-b1e7
 export AWS_SHARED_CREDENTIALS_FILE=$WORK/no-credentials AWS_REGION=us-east-1
 unset AWS_SESSION_TOKEN AWS_PROFILE AWS_DEFAULT_REGION
+
+READ_FAILED='^dlcache: warning: [a-z_]+: (cannot read .* from the source|read from the source failed|cannot open .* on the source): (Input/output error|Connection timed out)$'
+# big.bin (over cache_max_file) is read by ranged GETs of 1 MiB blocks at
+# offsets 0, 1, 2 and 3 MiB; the small files by one GET each.
+MOUNT_OPTIONS=cache_max_file=1M,block_size=1M
+
+ensure_fake() {
+	[ -n "$FAKE_S3_PID" ] && kill -0 "$FAKE_S3_PID" 2>/dev/null && return 0
+	start_fake_s3 "$S3ROOT" --access-key "$AWS_ACCESS_KEY_ID" "$@"
+}
+
+mount_s3() {   # mount_s3 [OPTIONS]
+	ensure_fake
+	start_daemon_from s3://bucket/data "s3_endpoint=$FAKE_S3_URL,$MOUNT_OPTIONS${1:+,$1}"
+}
+
+# read_compare: reads every file of $DATA through $MNT (whole, and big.bin
+# also in 40 random ranges) and prints "READS FAILED WRONG WRONG_BYTES": reads
+# made, reads that failed (any error), reads that returned other bytes than
+# the source's, and how many bytes of them differ or are missing.
+read_compare() {
+	drop_caches
+	python3 - "$DATA" "$MNT" <<'PY'
+import os, random, sys
+src, mnt = sys.argv[1], sys.argv[2]
+reads = failed = wrong = wrong_bytes = 0
+def check(got, want):
+    global wrong, wrong_bytes
+    if got != want:
+        wrong += 1
+        wrong_bytes += sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
+for d, _, files in os.walk(src):
+    for name in sorted(files):
+        rel = os.path.relpath(os.path.join(d, name), src)
+        want = open(os.path.join(src, rel), "rb").read()
+        reads += 1
+        try:
+            got = open(os.path.join(mnt, rel), "rb").read()
+        except OSError:
+            failed += 1
+            continue
+        check(got, want)
+want = open(os.path.join(src, "big.bin"), "rb").read()
+rng = random.Random(7)
+for _ in range(40):
+    off = rng.randrange(len(want))
+    n = rng.randrange(1, 300000)
+    reads += 1
+    try:
+        fd = os.open(os.path.join(mnt, "big.bin"), os.O_RDONLY)
+        try:
+            got = os.pread(fd, n, off)
+        finally:
+            os.close(fd)
+    except OSError:
+        failed += 1
+        continue
+    check(got, want[off:off + n])
+print(reads, failed, wrong, wrong_bytes)
+PY
+}
+
+# under_adversary FLAG: mounts with a healthy server (the snapshot), turns
+# FLAG on, reads everything (SERVED_*), turns it off, mounts again on the
+# same cache and reads everything (KEPT_*: bytes the cache kept).
+under_adversary() {
+	local flag=$1 allowed=$ALLOWED_LOG bad
+	# The daemon's lines are checked after the figures are printed.
+	ALLOWED_LOG='.*'
+	rm -rf "$CACHE"
+	mount_s3
+	fake_s3 POST "/_fake/fault?name=$flag&on=1" >/dev/null
+	read -r SERVED_READS SERVED_FAILED SERVED_WRONG SERVED_WRONG_BYTES < <(read_compare)
+	fake_s3 POST "/_fake/fault?name=$flag&on=0" >/dev/null
+	cp "$LOG" "$WORK/adversary.log"
+	stop_daemon
+	mount_s3
+	read -r KEPT_READS KEPT_FAILED KEPT_WRONG KEPT_WRONG_BYTES < <(read_compare)
+	cat "$LOG" >>"$WORK/adversary.log"
+	stop_daemon
+	ALLOWED_LOG=$allowed
+	echo "figures: $flag: served: $SERVED_READS reads, $SERVED_FAILED failed, $SERVED_WRONG wrong ($SERVED_WRONG_BYTES bytes); kept: $KEPT_WRONG wrong ($KEPT_WRONG_BYTES bytes) of $KEPT_READS reads, $KEPT_FAILED failed"
+	expect_eq "$flag: reads served with wrong bytes" "$SERVED_WRONG" 0
+	expect_eq "$flag: wrong bytes served" "$SERVED_WRONG_BYTES" 0
+	expect_eq "$flag: reads with wrong bytes after a remount (kept in the cache)" "$KEPT_WRONG" 0
+	expect_eq "$flag: wrong bytes kept" "$KEPT_WRONG_BYTES" 0
+	expect_eq "$flag: failed reads once the server is healthy" "$KEPT_FAILED" 0
+	bad=$(grep -Ev "$ALLOWED_LOG" "$WORK/adversary.log" || true)
+	[ -z "$bad" ] || fail "$flag: unexpected daemon output: $bad"
+}
+
+# A 206 whose Content-Range starts 64 bytes later than asked: every read
+# fails with EIO and one sentence naming the server's fault.
+test_wrong_range_is_refused() {
+	ALLOWED_LOG="$READ_FAILED|: the server at http://127\\.0\\.0\\.1:[0-9]+ sent bytes [0-9]+-[0-9]+ when bytes [0-9]+-[0-9]+ were asked; no byte of that answer was used"
+	under_adversary wrong-range
+	expect_eq "wrong-range: reads that failed" "$SERVED_FAILED" "$SERVED_READS"
+}
+
+# Another version of the object, If-Match ignored: refused.
+test_other_etag_is_refused() {
+	ALLOWED_LOG="$READ_FAILED|: the server at http://127\\.0\\.0\\.1:[0-9]+ sent version \"[0-9a-f]+\" of the object, not the snapshot's \"[0-9a-f]+\" \\(it ignored If-Match\\)"
+	under_adversary bad-etag
+	expect_eq "bad-etag: reads that failed" "$SERVED_FAILED" "$SERVED_READS"
+}
+
+# A 200 to a ranged GET: the whole object of the snapshot's size is sliced
+# (every read served); a 200 holding only the range (a proxy that cut the
+# object but said 200) is refused where it is not the whole object.
+test_200_to_a_ranged_get() {
+	ALLOWED_LOG='^$'
+	under_adversary full-body-for-range
+	expect_eq "full-body-for-range: reads that failed" "$SERVED_FAILED" 0
+	ALLOWED_LOG="$READ_FAILED|: the server at http://127\\.0\\.0\\.1:[0-9]+ answered a ranged GET with [0-9]+ bytes as the whole object \\(200\\), but the snapshot's object holds [0-9]+"
+	under_adversary range-as-200
+	[ "$SERVED_FAILED" -gt 0 ] || fail "range-as-200: no read of big.bin's later blocks failed"
+}
+
+# A body cut at half its Content-Length, one cut with no Content-Length (a
+# close-delimited body), and one reset mid-body are transient: retried
+# within source_timeout, and every read is served.
+test_cut_and_reset_bodies_are_retried() {
+	ALLOWED_LOG='^$'
+	local flag
+	for flag in cut-body cut-body-unframed reset-mid-body; do
+		under_adversary "$flag"
+		expect_eq "$flag: reads that failed" "$SERVED_FAILED" 0
+	done
+}
 
 # --- Listings -------------------------------------------------------------
 

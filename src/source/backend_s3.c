@@ -373,6 +373,27 @@ static void log_once(atomic_bool *flag, const char *fmt, ...)
 	dlc_log(level, "%s", line);
 }
 
+/*
+ * "this machine's clock is N s ahead of the server's" for a request the
+ * server refused as RequestTimeTooSkewed, from the time signed into it and
+ * the server's Date header, into text (size bytes).
+ */
+static void describe_skew(const struct s3_response *resp, char *text, size_t size)
+{
+	long long skew = (long long)(resp->sent_at - resp->server_date);
+
+	if (resp->server_date == 0)
+		snprintf(text, size, "this machine's clock differs from the server's by more than S3 allows (15 minutes; the server sent no Date to tell by how much)");
+	else
+		snprintf(text, size, "this machine's clock is %lld s %s the server's (by its Date header), more than S3 allows (15 minutes)",
+			 skew < 0 ? -skew : skew, skew < 0 ? "behind" : "ahead of");
+}
+
+static bool is_skew(const struct s3_response *resp)
+{
+	return resp->status == 403 && strcmp(resp->code, "RequestTimeTooSkewed") == 0;
+}
+
 /* -errno for a request that got HTTP status (not 2xx) or none (rc < 0),
  * with the reason logged once per kind. */
 static int failure(struct s3_backend *sb, const char *what, const char *key, int rc,
@@ -390,6 +411,14 @@ static int failure(struct s3_backend *sb, const char *what, const char *key, int
 		return -EIO;
 	case 403:
 	case 401:
+		if (is_skew(resp)) {
+			char skew[256];
+
+			describe_skew(resp, skew, sizeof(skew));
+			log_once(&sb->logged_skew, "S3 %s of '%s' failed: the server refuses the request's time (RequestTimeTooSkewed): %s; set the clock right (NTP) and the reads go on",
+				 what, key, skew);
+			return -EIO;
+		}
 		log_once(&sb->logged_denied, "S3 %s of '%s' failed: access denied (%s); the credentials from %s may be expired or wrong: renew them and remount",
 			 what, key, resp->code[0] ? resp->code : "403", sb->credential_origin);
 		return -EIO;
@@ -634,10 +663,13 @@ static int probe(struct s3_backend *sb, const char *source, char **cause)
 		{ "list-type", "2" }, { "prefix", sb->source.prefix }, { "max-keys", "1" },
 	};
 	struct s3_response resp;
+	char skew[256] = "";
 	int rc;
 
 	rc = s3_perform(sb, &(struct s3_call){ .method = "GET", .params = params, .nparams = 3 },
 			&resp);
+	if (rc == 0 && is_skew(&resp))
+		describe_skew(&resp, skew, sizeof(skew));
 	if (rc == -ECONNREFUSED)
 		dlc_cause_set(cause, "S3 endpoint %s refuses connections; check s3_endpoint= and that the server runs",
 			      sb->endpoint.origin);
@@ -650,6 +682,9 @@ static int probe(struct s3_backend *sb, const char *source, char **cause)
 	else if (rc < 0)
 		dlc_cause_set(cause, "S3 endpoint %s failed (%s); check s3_endpoint= and the network",
 			      sb->endpoint.origin, strerror(-rc));
+	else if (is_skew(&resp))
+		dlc_cause_set(cause, "S3 endpoint %s refuses the requests' time (RequestTimeTooSkewed): %s; set the clock right (NTP) and mount again",
+			      sb->endpoint.origin, skew);
 	else if (resp.status == 403 || resp.status == 401)
 		dlc_cause_set(cause, "S3 refuses access to bucket '%s' (%s) with %s; check the keys (AWS_ACCESS_KEY_ID, ~/.aws/credentials, s3_profile=) and the bucket's policy",
 			      sb->source.bucket, resp.code[0] ? resp.code : "AccessDenied",

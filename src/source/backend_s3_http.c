@@ -6,8 +6,10 @@
  * environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN),
  * then the shared credentials file (AWS_SHARED_CREDENTIALS_FILE, else
  * ~/.aws/credentials) in the section of s3_profile=, AWS_PROFILE or
- * "default"; s3_profile= puts the file first.  The keys live in struct
- * s3_backend only: no log line, cause or stats field ever prints them (a
+ * "default"; s3_profile= puts the file first.  Either source gives both
+ * keys or neither: one alone is refused in a sentence.  The file is read
+ * whole (lines and tokens of any length; s3_parse.c).  The keys live in
+ * struct s3_backend only: no log line, cause or stats field ever prints them (a
  * cause names where they came from), and destroy wipes them.
  *
  * Connections.  A curl easy handle keeps its connections alive between
@@ -80,59 +82,133 @@ static int set_key(char **field, const char *value)
 	return 0;
 }
 
-/* Reads section profile of file.  0 (found or not: *found), or -errno
- * (-ENOENT when the file is missing). */
-static int read_credentials_file(struct s3_backend *sb, const char *file, const char *profile,
-				 bool *found)
+#define CREDENTIALS_FILE_MAX (16u << 20)   /* a credentials file is a few KiB */
+
+/* The whole of file into *text (malloc'd, NUL-terminated).  0 or -errno
+ * (-ENOENT when it is missing, -EFBIG past CREDENTIALS_FILE_MAX). */
+static int slurp(const char *file, char **text)
 {
-	char line[4096];
-	bool in_section = false;
+	size_t len = 0, cap = 0;
+	char *buf = NULL;
 	FILE *in;
 	int rc = 0;
 
-	*found = false;
+	*text = NULL;
 	in = fopen(file, "re");
 	if (!in)
 		return -errno;
-	while (rc == 0 && fgets(line, sizeof(line), in)) {
-		char *text = trimmed(line), *equals, *name, *value;
+	for (;;) {
+		if (cap - len < 4096) {
+			char *grown;
 
-		if (*text == '#' || *text == ';' || *text == '\0')
-			continue;
-		if (*text == '[') {
-			char *close = strchr(text, ']');
-
-			if (close)
-				*close = '\0';
-			in_section = strcmp(trimmed(text + 1), profile) == 0;
-			continue;
+			cap = cap ? cap * 2 : 8192;
+			if (cap > CREDENTIALS_FILE_MAX) {
+				rc = -EFBIG;
+				break;
+			}
+			grown = malloc(cap);
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (buf) {
+				memcpy(grown, buf, len);
+				OPENSSL_cleanse(buf, len);
+				free(buf);
+			}
+			buf = grown;
 		}
-		equals = strchr(text, '=');
-		if (!in_section || !equals)
-			continue;
-		*equals = '\0';
-		name = trimmed(text);
-		value = trimmed(equals + 1);
-		if (strcmp(name, "aws_access_key_id") == 0)
-			rc = set_key(&sb->access_key, value);
-		else if (strcmp(name, "aws_secret_access_key") == 0)
-			rc = set_key(&sb->secret_key, value);
-		else if (strcmp(name, "aws_session_token") == 0)
-			rc = set_key(&sb->session_token, value);
+		size_t n = fread(buf + len, 1, cap - len - 1, in);
+
+		len += n;
+		if (n == 0) {
+			if (ferror(in))
+				rc = -EIO;
+			break;
+		}
 	}
-	OPENSSL_cleanse(line, sizeof(line));
 	fclose(in);
-	*found = sb->access_key && sb->secret_key;
-	return rc;
+	if (rc < 0) {
+		if (buf)
+			OPENSSL_cleanse(buf, len);
+		free(buf);
+		return rc;
+	}
+	buf[len] = '\0';
+	*text = buf;
+	return 0;
 }
 
-static int credentials_from_env(struct s3_backend *sb, bool *found)
+/* Moves keys into sb (taking their strings). */
+static void take_keys(struct s3_backend *sb, struct dlc_s3_keys *keys)
+{
+	struct dlc_s3_keys old = {
+		sb->access_key, sb->secret_key, sb->session_token,
+	};
+
+	dlc_s3_keys_wipe(&old);
+	sb->access_key = keys->access_key;
+	sb->secret_key = keys->secret_key;
+	sb->session_token = keys->session_token;
+	memset(keys, 0, sizeof(*keys));
+}
+
+/* Reads section profile of file (lines of any length).  0 with *found when
+ * the section gives both keys; -EINVAL with *cause for a section that gives
+ * one key without the other (or a token alone); -errno otherwise (-ENOENT
+ * when the file is missing). */
+static int read_credentials_file(struct s3_backend *sb, const char *file, const char *profile,
+				 bool *found, char **cause)
+{
+	struct dlc_s3_keys keys;
+	bool section = false;
+	char *text;
+	int rc;
+
+	*found = false;
+	rc = slurp(file, &text);
+	if (rc < 0)
+		return rc;
+	rc = dlc_s3_credentials_parse(text, profile, &keys, &section);
+	OPENSSL_cleanse(text, strlen(text));
+	free(text);
+	if (rc < 0)
+		return rc;
+	if (!keys.access_key != !keys.secret_key || (keys.session_token && !keys.access_key)) {
+		dlc_cause_set(cause, "profile '%s' of %s has %s but no %s; add %s, or remove the profile's keys to go anonymous",
+			      profile, file,
+			      keys.access_key ? "aws_access_key_id" : keys.secret_key ?
+			      "aws_secret_access_key" : "aws_session_token",
+			      keys.access_key ? "aws_secret_access_key" : keys.secret_key ?
+			      "aws_access_key_id" : "aws_access_key_id and aws_secret_access_key",
+			      keys.access_key || keys.secret_key ? "it" : "them");
+		dlc_s3_keys_wipe(&keys);
+		return -EINVAL;
+	}
+	*found = keys.access_key != NULL;
+	if (*found)
+		take_keys(sb, &keys);
+	dlc_s3_keys_wipe(&keys);
+	return 0;
+}
+
+/* The environment's keys: both, or neither (one alone is a mistake said in
+ * *cause: -EINVAL). */
+static int credentials_from_env(struct s3_backend *sb, bool *found, char **cause)
 {
 	const char *id = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
 	const char *token = getenv("AWS_SESSION_TOKEN");
+	bool has_id = id && *id, has_secret = secret && *secret;
 
 	*found = false;
-	if (!id || !*id || !secret || !*secret)
+	if (has_id != has_secret) {
+		dlc_cause_set(cause, "%s is set but %s is not; set both, or unset %s to use the credentials file",
+			      has_id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+			      has_id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID",
+			      has_id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY");
+		return -EINVAL;
+	}
+	if (!has_id)
 		return 0;
 	if (set_key(&sb->access_key, id) < 0 || set_key(&sb->secret_key, secret) < 0 ||
 	    (token && *token && set_key(&sb->session_token, token) < 0))
@@ -145,7 +221,7 @@ int s3_credentials_load(struct s3_backend *sb, const char *profile, char **cause
 {
 	const char *file = getenv("AWS_SHARED_CREDENTIALS_FILE");
 	const char *section = profile ? profile : getenv("AWS_PROFILE");
-	char *home_file = NULL, origin[4200];
+	char *home_file = NULL, *origin = NULL;
 	bool found = false;
 	int rc = 0;
 
@@ -162,21 +238,27 @@ int s3_credentials_load(struct s3_backend *sb, const char *profile, char **cause
 		file = home_file;
 	}
 	if (!profile) {
-		rc = credentials_from_env(sb, &found);
+		rc = credentials_from_env(sb, &found, cause);
 		if (rc < 0 || found)
 			goto out;
 	}
 	if (file) {
-		rc = read_credentials_file(sb, file, section, &found);
+		rc = read_credentials_file(sb, file, section, &found, cause);
 		if (rc == -ENOENT && !profile)
 			rc = 0;
+		if (rc == -EINVAL)
+			goto out;
 		if (rc < 0) {
 			dlc_cause_set(cause, "cannot read the credentials file %s (%s); fix it, or give the keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
 				      file, strerror(-rc));
 			goto out;
 		}
 		if (found) {
-			snprintf(origin, sizeof(origin), "profile '%s' of %s", section, file);
+			if (asprintf(&origin, "profile '%s' of %s", section, file) < 0) {
+				origin = NULL;
+				rc = -ENOMEM;
+				goto out;
+			}
 			rc = set_key(&sb->credential_origin, origin);
 			goto out;
 		}
@@ -191,6 +273,7 @@ int s3_credentials_load(struct s3_backend *sb, const char *profile, char **cause
 	 * answers; a private one answers 403 and create says what to set. */
 	rc = set_key(&sb->credential_origin, "no credentials (anonymous requests)");
 out:
+	free(origin);
 	free(home_file);
 	return rc;
 }
@@ -390,6 +473,7 @@ static void header_line(struct transfer *t, char *line)
 		resp->status = space ? strtol(space + 1, NULL, 10) : 0;
 		resp->etag[0] = '\0';
 		resp->content_length = 0;
+		resp->server_date = 0;
 		t->has_length = t->has_range = t->range_bad = t->etag_long = t->checked = false;
 		return;
 	}
@@ -414,6 +498,11 @@ static void header_line(struct transfer *t, char *line)
 
 		if (dlc_s3_http_date_parse(value, &when) == 0)
 			resp->last_modified = when;
+	} else if (strcasecmp(line, "Date") == 0) {
+		int64_t when;
+
+		if (dlc_s3_http_date_parse(value, &when) == 0)
+			resp->server_date = when;
 	} else if (strcasecmp(line, "Content-Range") == 0) {
 		t->has_range = true;
 		t->range_bad = dlc_s3_content_range_parse(value, &t->range_first, &t->range_last,
@@ -583,12 +672,12 @@ static int add_header(struct curl_slist **list, const char *fmt, ...)
 	return 0;
 }
 
-/* The signed headers and the URL of call, into list and *url (malloc'd).
- * Every string is sized from its inputs: a
+/* The signed headers and the URL of call, into list and *url (malloc'd);
+ * *sent_at is the time signed.  Every string is sized from its inputs: a
  * key, a continuation token or a session token of any length goes out
  * whole. */
 static int prepare(struct s3_backend *sb, const struct s3_call *call, struct curl_slist **list,
-		   char **url)
+		   char **url, int64_t *sent_at)
 {
 	char *path = NULL, *encoded = NULL, *query = NULL;
 	char date[17], range[64], authorization[1024];
@@ -626,6 +715,7 @@ static int prepare(struct s3_backend *sb, const struct s3_call *call, struct cur
 		goto out;
 	}
 
+	*sent_at = (int64_t)now;
 	dlc_s3_amz_date(now, date);
 	signed_headers[nheaders++] = (struct dlc_s3_pair){ "host", sb->endpoint.host };
 	if (call->ranged) {
@@ -697,7 +787,7 @@ int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_resp
 			return -ENOMEM;
 		s3_response_release(resp);
 		memset(resp, 0, sizeof(*resp));
-		rc = prepare(sb, call, &headers, &url);
+		rc = prepare(sb, call, &headers, &url, &resp->sent_at);
 		if (rc < 0) {
 			curl_slist_free_all(headers);
 			give_handle(sb, curl, false);

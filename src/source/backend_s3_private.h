@@ -48,6 +48,7 @@ struct s3_backend {
 	void *version_arg;
 	/* Each cause is logged once per mount; later ones at debug level. */
 	atomic_bool logged_replaced, logged_denied, logged_gone, logged_failed, logged_fault;
+	atomic_bool logged_skew;
 	_Atomic uint64_t retries;
 };
 
@@ -58,6 +59,8 @@ struct s3_response {
 	char etag[S3_ETAG_MAX];           /* the ETag header, quotes kept */
 	uint64_t content_length;
 	int64_t last_modified;            /* unix seconds, 0 when absent */
+	int64_t server_date;              /* the Date header, unix seconds; 0 when absent */
+	int64_t sent_at;                  /* this machine's time, signed into the request */
 	/* An object's answer that broke the protocol (a range not the one
 	 * asked, another version, a body longer than framed): what the server
 	 * did, as the end of a sentence ("sent bytes 64-1063 when ..."); "" when

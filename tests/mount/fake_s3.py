@@ -14,6 +14,11 @@ What S3 itself does not offer, for the tests:
   --latency MS         every request waits MS milliseconds first (a WAN's round trip)
   --access-key AK      requests must be signed with key AK (else 403 InvalidAccessKeyId);
                        the signature itself is not checked (s3rver checks SigV4)
+  --session-token-file F  requests must carry x-amz-security-token equal to F's
+                       content (else 403 InvalidToken)
+  --skew S             the server's clock runs S seconds off this machine's: its Date
+                       header shows it, and a request signed more than 15 minutes away
+                       from it gets 403 RequestTimeTooSkewed, as on S3
   --page-size N        at most N keys per listing page
   A faulty server or proxy, each a flag (or POST /_fake/fault?name=NAME&on=0|1):
   --wrong-range        a ranged GET gets 206 with the range 64 bytes later than asked
@@ -32,11 +37,13 @@ What S3 itself does not offer, for the tests:
     POST /_fake/fail?status=503&count=N   the next N requests answer status (SlowDown)
     POST /_fake/reset?count=N    the next N requests have their connection reset
     POST /_fake/latency?ms=N     change the latency
+    POST /_fake/skew?s=N         change the clock's offset
     POST /_fake/fault?name=NAME&on=1      turn a faulty-server flag on (on=0: off)
     POST /_fake/clear            zero the counters
 The port is written to --port-file once the server listens (port 0 picks one).
 """
 import argparse
+import calendar
 import email.utils
 import hashlib
 import html
@@ -60,6 +67,8 @@ class State:
         self.root = os.path.realpath(root)
         self.latency = latency_ms / 1000.0
         self.access_key = access_key
+        self.session_token = None
+        self.skew = 0
         self.page_size = 1000
         self.long_token = 0
         self.faults = set()
@@ -96,6 +105,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def date_time_string(self, timestamp=None):
+        # The Date header: the server's clock, --skew seconds off.
+        return email.utils.formatdate((timestamp or time.time()) + self.state.skew, usegmt=True)
 
     def faulty(self, name):
         return name in self.state.faults
@@ -147,6 +160,19 @@ class Handler(BaseHTTPRequestHandler):
         return False
 
     def authorized(self):
+        amz_date = self.headers.get("x-amz-date")
+        if amz_date:
+            signed = calendar.timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
+            if abs(signed - (time.time() + self.state.skew)) > 900:
+                self.error(403, "RequestTimeTooSkewed",
+                           "The difference between the request time and the current time is too large.",
+                           self.command == "HEAD")
+                return False
+        if self.state.session_token is not None and \
+                self.headers.get("x-amz-security-token") != self.state.session_token:
+            self.error(403, "InvalidToken", "The provided token is malformed or otherwise invalid.",
+                       self.command == "HEAD")
+            return False
         if not self.state.access_key:
             return True
         auth = self.headers.get("Authorization", "")
@@ -172,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.reset_count = int(query.get("count", ["1"])[0])
             elif path == "/_fake/latency":
                 st.latency = int(query.get("ms", ["0"])[0]) / 1000.0
+            elif path == "/_fake/skew":
+                st.skew = int(query.get("s", ["0"])[0])
             elif path == "/_fake/fault":
                 name = query.get("name", [""])[0]
                 if name not in FAULTS:
@@ -389,6 +417,8 @@ def main():
     parser.add_argument("--port-file", help="written with the port once listening")
     parser.add_argument("--latency", type=float, default=0, help="milliseconds added to every request")
     parser.add_argument("--access-key", help="the only access key accepted")
+    parser.add_argument("--session-token-file", help="the session token requests must carry")
+    parser.add_argument("--skew", type=int, default=0, help="seconds the server's clock is off")
     parser.add_argument("--page-size", type=int, default=1000, help="most keys per listing page")
     parser.add_argument("--long-token", type=int, default=0, help="continuation tokens of this many bytes")
     for name in FAULTS:
@@ -398,10 +428,13 @@ def main():
     server.daemon_threads = True
     server.request_queue_size = 128
     server.state = State(args.root, args.latency, args.access_key)
+    server.state.skew = args.skew
     server.state.page_size = args.page_size
     server.state.long_token = args.long_token
     server.state.faults = {name for name in FAULTS if getattr(args, name.replace("-", "_"))}
-
+    if args.session_token_file:
+        with open(args.session_token_file) as f:
+            server.state.session_token = f.read().strip()
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

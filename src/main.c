@@ -122,15 +122,22 @@ static bool snapshot_in_source(const struct dlc_options *opts)
 	       strcmp(opts->snapshot + len + 1, DLC_SNAPSHOT_PACKED_NAME) == 0;
 }
 
-/* The backend's view of the snapshot's versions (S3 ETags for If-Match). */
-static bool snapshot_version(void *arg, const char *path, char *buf, size_t size)
+/* The backend's view of the snapshot's files: S3 ETags for If-Match, and
+ * sizes, against which each S3 answer is checked. */
+static bool snapshot_version(void *arg, const char *path, char *buf, size_t size,
+			     uint64_t *bytes)
 {
 	const struct dlc_snapshot *snapshot = arg;
-	const char *version = dlc_snapshot_version(snapshot, dlc_snapshot_resolve(snapshot, path));
+	uint64_t ino = dlc_snapshot_resolve(snapshot, path);
+	const struct dlc_node *node = dlc_snapshot_node(snapshot, ino);
+	const char *version = dlc_snapshot_version(snapshot, ino);
 
-	if (!version || strlen(version) >= size)
+	if (!node || ino == 0 || !S_ISREG(node->mode) || size == 0)
 		return false;
-	memcpy(buf, version, strlen(version) + 1);
+	*bytes = node->size;
+	buf[0] = '\0';
+	if (version && strlen(version) < size)
+		memcpy(buf, version, strlen(version) + 1);
 	return true;
 }
 

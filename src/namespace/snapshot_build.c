@@ -195,7 +195,7 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 
 	rc = dlc_backend_list(crawl->backend, job->path, listing_add, listing);
 	if (rc < 0) {
-		const char *why = dlc_backend_cause() ? dlc_backend_cause() : strerror(-rc);
+		const char *why = dlc_cause_thread() ? dlc_cause_thread() : strerror(-rc);
 
 		if (*job->path)
 			dlc_cause_set(cause, "cannot list '%s' in source '%s': %s", job->path,

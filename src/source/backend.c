@@ -124,29 +124,12 @@ void dlc_backend_destroy(struct dlc_backend *backend)
 	free(backend);
 }
 
-/* The sentence a driver left for the list call running on this thread. */
-static _Thread_local char list_cause[512];
-
-void dlc_backend_cause_set(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(list_cause, sizeof(list_cause), fmt, ap);
-	va_end(ap);
-}
-
-const char *dlc_backend_cause(void)
-{
-	return list_cause[0] ? list_cause : NULL;
-}
-
 int dlc_backend_list(struct dlc_backend *backend, const char *dir,
 		     dlc_backend_list_cb cb, void *arg)
 {
 	int rc;
 
-	list_cause[0] = '\0';
+	dlc_cause_thread_clear();
 	rc = backend->ops->list(backend->priv, dir, cb, arg);
 
 	count_call(backend, DLC_BACKEND_LIST, rc);

@@ -12,7 +12,7 @@
  * decoded once it is read, when it says they are encoded (<EncodingType>
  * comes after them on S3; a server that ignores the parameter sends them
  * raw).  A page truncated without a token, or one that does not parse,
- * fails the listing with a sentence (dlc_backend_cause_set): a directory
+ * fails the listing with a sentence (dlc_cause_thread_set): a directory
  * is listed whole or not at all.  Pages are gathered whole before the
  * callback sees any entry, so a page retried never repeats one.  A key that is also a prefix ("a" and "a/b") shows as
  * the directory; "dir/" markers and keys with an empty, "." or ".."
@@ -465,7 +465,7 @@ static int s3_list(void *priv, const char *dir, dlc_backend_list_cb cb, void *ar
 		rc = parse_page(&listing, resp.body, resp.body_len, &fault);
 		s3_response_release(&resp);
 		if (rc == -EIO) {
-			dlc_backend_cause_set("the S3 server at %s answered page %u of the listing of '%s' with a page that %s; the listing cannot be trusted, so no snapshot is made: fix the server",
+			dlc_cause_thread_set("the S3 server at %s answered page %u of the listing of '%s' with a page that %s; the listing cannot be trusted, so no snapshot is made: fix the server",
 					      sb->endpoint.origin, page, prefix, fault);
 			goto out;
 		}
@@ -477,7 +477,7 @@ static int s3_list(void *priv, const char *dir, dlc_backend_list_cb cb, void *ar
 		 * would end the directory short: its files would be missing
 		 * from the snapshot without a word. */
 		if (!listing.token) {
-			dlc_backend_cause_set("the S3 server at %s says page %u of the listing of '%s' is truncated but gives no NextContinuationToken to ask for the rest; no snapshot is made, since it would lack files: fix the server (or the proxy before it)",
+			dlc_cause_thread_set("the S3 server at %s says page %u of the listing of '%s' is truncated but gives no NextContinuationToken to ask for the rest; no snapshot is made, since it would lack files: fix the server (or the proxy before it)",
 					      sb->endpoint.origin, page, prefix);
 			rc = -EIO;
 			goto out;

@@ -136,13 +136,11 @@ int dlc_backend_close(struct dlc_backend *backend, struct dlc_backend_file *file
 /*
  * A driver whose list fails for a reason no errno says (S3: a page that is
  * truncated but gives no continuation token) leaves a sentence with
- * dlc_backend_cause_set before it returns; the caller of dlc_backend_list
- * reads it with dlc_backend_cause (NULL when the driver left none) and
- * shows it instead of strerror.  Per thread; cleared as dlc_backend_list
- * starts.
+ * dlc_cause_thread_set (cause.h) before it returns; the caller of
+ * dlc_backend_list reads it with dlc_cause_thread (NULL when the driver
+ * left none) and shows it instead of strerror.  dlc_backend_list clears it
+ * as it starts.
  */
-void dlc_backend_cause_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-const char *dlc_backend_cause(void);
 
 /* Hands the snapshot's versions to the driver (a no-op for drivers that
  * have none); fn must stay callable until the backend is destroyed. */

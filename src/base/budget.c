@@ -7,8 +7,11 @@
  * nothing is held, so the bound is exceeded by at most that one request and
  * never deadlocks.
  *
+ * The rule (budget.h) is the callers'.
+ *
  * INVARIANTS.  lock guards used, peak and waits; used is the sum of the
- * bytes taken and not yet released; peak >= used.
+ * bytes taken and not yet released; peak >= used.  A thread holds at most
+ * one work charge, and waits only while it holds none.
  */
 #include <assert.h>
 
@@ -55,6 +58,18 @@ void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes)
 		budget->waits++;
 	take(budget, bytes);
 	pthread_mutex_unlock(&budget->lock);
+}
+
+void dlc_budget_keep(struct dlc_budget *budget, uint64_t bytes)
+{
+	/* Nothing to do yet: the charge is counted whoever holds it. */
+	(void)budget;
+	(void)bytes;
+}
+
+uint64_t dlc_budget_kept_ceiling(const struct dlc_budget *budget)
+{
+	return budget ? budget->limit / 2 : UINT64_MAX;
 }
 
 bool dlc_budget_try_acquire(struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling)

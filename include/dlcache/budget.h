@@ -31,7 +31,9 @@
  * back without the waiter's help; kept memory never holds more than half
  * the limit, and every work request fits in the other half (options keep
  * cache_max_file, block_size and replies at or below a quarter), so each
- * waiter gets through.
+ * waiter gets through.  Debug builds check the first half of the rule: a
+ * thread that holds a work charge and asks for another aborts (a check of
+ * the calls made, not a proof; tests/unit/check_budget.c).
  */
 #ifndef DLCACHE_BUDGET_H
 #define DLCACHE_BUDGET_H
@@ -58,7 +60,8 @@ void dlc_budget_destroy(struct dlc_budget *budget);
 
 /*
  * A work charge: takes bytes, waiting while they do not fit under the
- * limit.  The calling thread must hold no other work charge; the charge is the thread's until it gives it back with
+ * limit.  The calling thread must hold no other work charge (debug builds
+ * assert it); the charge is the thread's until it gives it back with
  * dlc_budget_release or hands it on with dlc_budget_keep.  A request larger
  * than the whole limit is let through once nothing else is held (it cannot
  * fit otherwise; options keep such requests out).  A NULL budget takes

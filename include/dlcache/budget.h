@@ -31,7 +31,9 @@
  * back without the waiter's help; kept memory never holds more than half
  * the limit, and every work request fits in the other half (options keep
  * cache_max_file, block_size and replies at or below a quarter), so each
- * waiter gets through.  Debug builds check the first half of the rule: a
+ * waiter gets through.  (One wait is the reader's own doing: a process that
+ * keeps whole files open while it opens more, until their bytes fill the
+ * limit, waits for its own closes; see DESIGN.md, "Memory".)  Debug builds check the first half of the rule: a
  * thread that holds a work charge and asks for another aborts (a check of
  * the calls made, not a proof; tests/unit/check_budget.c).
  */

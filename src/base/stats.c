@@ -63,6 +63,7 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_READAHEADS] = "readaheads",
 	[DLC_STAT_HEAD_READS] = "head_reads",
 	[DLC_STAT_WHOLE_BLOCK_OPENS] = "whole_block_opens",
+	[DLC_STAT_UNBUFFERED_READS] = "unbuffered_reads",
 	[DLC_STAT_IOCTLS] = "ioctls",
 	[DLC_STAT_WARMED] = "warmed",
 };

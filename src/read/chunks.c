@@ -41,7 +41,11 @@
  * (a damaged member, or a second inode at the same bytes) looks in the cache
  * and reads its file alone.  At most MAX_PASSES passes run at once, so
  * memory stays bounded; a miss finding them all busy reads its file alone
- * and leaves the chunk for a later pass.
+ * and leaves the chunk for a later pass.  A pass's window is taken from the
+ * budget without waiting: the miss that starts it holds its own file's
+ * bytes, and a thread holding memory never waits for more (budget.h).  With
+ * no room, the miss reads its file alone and leaves the chunk for a later
+ * pass too.
  *
  * Held bytes.  A member that admission refuses would be lost once its pass
  * has gone by, yet a chunk-wise reader comes for the members of a chunk
@@ -55,7 +59,8 @@
  * INVARIANTS.  hold_lock guards the ring, held_at and held_bytes (taken
  * alone, never with lock or open_lock).  lock guards every chunk's pass, passed_to and waiting list,
  * each waiter's filled flag, and running; passed_to only grows while its
- * pass runs; a chunk's pass goes NONE -> RUNNING -> DONE once per mount.  A
+ * pass runs; a chunk's pass goes NONE -> RUNNING -> DONE once per mount
+ * (RUNNING -> NONE when its window found no room in the budget).  A
  * waiter's buffer is written only by the pass that found it in the list,
  * before it sets filled, and the waiter leaves the list before it returns.
  * No lock is held while reading the source, copying bytes or calling the
@@ -603,10 +608,11 @@ static void fill_waiter(struct dlc_chunks *chunks, struct waiter *waiter)
 
 /*
  * The pass over chunk c: 0 when buf got ino's bytes, -EIO when they were bad,
- * -EAGAIN when the pass stopped before ino (the chunk could not be read).
+ * -EAGAIN when the pass stopped before ino (the chunk could not be read), or
+ * did not start: *no_room when the budget had no room for its window.
  */
 static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *buf,
-		    dlc_chunks_member_cb cb, void *arg)
+		    dlc_chunks_member_cb cb, void *arg, bool *no_room)
 {
 	struct chunk *chunk = &chunks->chunks[c];
 	const uint32_t *members = chunks->members + chunk->first_member;
@@ -627,7 +633,10 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 		if (member.offset + size > end)
 			end = member.offset + size;
 	}
-	dlc_budget_acquire(chunks->budget, cap + 1);
+	/* Work memory, given back below; never waited for (see the file's top). */
+	*no_room = chunks->budget && !dlc_budget_try_acquire(chunks->budget, cap + 1, chunks->budget->limit);
+	if (*no_room)
+		return -EAGAIN;
 	window = malloc(cap + 1);
 	if (!window) {
 		dlc_budget_release(chunks->budget, cap + 1);
@@ -701,6 +710,7 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 {
 	struct dlc_snapshot_member member;
 	struct chunk *chunk;
+	bool no_room;
 	int rc;
 
 	if (!chunks->whole || dlc_snapshot_chunk(chunks->snapshot, ino, &member) < 0)
@@ -711,11 +721,10 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 		chunk->pass = PASS_RUNNING;
 		chunks->running++;
 		pthread_mutex_unlock(&chunks->lock);
-
-		rc = run_pass(chunks, member.chunk, ino, buf, cb, arg);
+		rc = run_pass(chunks, member.chunk, ino, buf, cb, arg, &no_room);
 
 		pthread_mutex_lock(&chunks->lock);
-		chunk->pass = PASS_DONE;
+		chunk->pass = no_room ? PASS_NONE : PASS_DONE;
 		chunks->running--;
 		pthread_cond_broadcast(&chunks->passed);
 		pthread_mutex_unlock(&chunks->lock);

@@ -180,7 +180,8 @@ struct dlc_fetch {
 
 /*
  * A blob of size bytes, with room for one more (see read_source), drawn
- * from the fetcher's budget: waits for room.
+ * from the fetcher's budget: waits for room, the thread's work charge
+ * (budget.h) until it puts the blob or keeps it (keep_blob).
  */
 static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 {
@@ -193,6 +194,14 @@ static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 		return NULL;
 	}
 	blob->budget = fetch->budget;
+	return blob;
+}
+
+/* blob_new's blob now belongs to a flight, staged or open file. */
+static struct dlc_blob *keep_blob(struct dlc_blob *blob)
+{
+	if (blob)
+		dlc_budget_keep(blob->budget, blob->size);
 	return blob;
 }
 
@@ -715,7 +724,7 @@ land:
 	flight->landed = true;
 	flight->rc = rc;
 	if (rc == 0)
-		flight->blob = blob;
+		flight->blob = keep_blob(blob);
 	else
 		dlc_blob_put(blob);
 	/*
@@ -910,14 +919,14 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc
 		/* Read with its whole chunk a moment ago, refused by admission. */
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_CHUNK_HITS, 1);
-		*out = blob;
+		*out = keep_blob(blob);
 		return 0;
 	}
 	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
 		dlc_cache_hit(fetch->cache, ino);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
-		*out = blob;
+		*out = keep_blob(blob);
 		return 0;
 	}
 	dlc_blob_put(blob);

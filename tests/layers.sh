@@ -69,8 +69,7 @@ done
 # and undefined (U) symbols.  A loop is a strongly connected set of two or
 # more files.
 KNOWN_LOOPS="namespace: snapshot snapshot_packed
-cache: cache cache_blocks
-read: blocks fetch"
+cache: cache cache_blocks"
 loops=$(for l in "${layers[@]}"; do
 	dir="$BUILDDIR/libdlcache_$l.a.p"
 	[ -d "$dir" ] || { echo "MISSING $dir"; continue; }

@@ -66,11 +66,16 @@
 
 #include <xxhash.h>
 
+#include "dlcache/blob.h"
 #include "dlcache/cause.h"
 #include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 #include "store_private.h"
+
+/* Blocks are read with O_DIRECT into spare blobs (blob.h). */
+_Static_assert(DLC_BLOB_SPARE_ALIGN % DLC_STORE_DIRECT_ALIGN == 0,
+	       "a spare blob's data must be aligned for O_DIRECT reads");
 
 #define BLOCK_SIZE 4096u
 #define TMP_PATH_SIZE 64

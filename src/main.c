@@ -8,6 +8,7 @@
  *   dlcache snapshot --tar SOURCE [FILE] [--merge]       (snapshot_tar.c)
  *   dlcache pack SOURCE DEST [--chunk-size SIZE]         (pack.c)
  *   dlcache stat MOUNT [--json|--prometheus]
+ *   dlcache keygen FILE                                (tier_seal.c)
  *   dlcache simulate [OPTIONS]                         (simulate.c, trace.c)
  *   dlcache warmup MOUNT [LIST|-|DIR] [--top N] ...        (warmup.c)
  *
@@ -45,6 +46,7 @@
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
 #include "dlcache/tier.h"
+#include "dlcache/tier_seal.h"
 
 #define STATS_TOTALS_KEY "stats_totals"
 #define SCORES_FILE "scores.bin"
@@ -122,15 +124,22 @@ static bool snapshot_in_source(const struct dlc_options *opts)
 	       strcmp(opts->snapshot + len + 1, DLC_SNAPSHOT_PACKED_NAME) == 0;
 }
 
-/* The backend's view of the snapshot's versions (S3 ETags for If-Match). */
-static bool snapshot_version(void *arg, const char *path, char *buf, size_t size)
+/* The backend's view of the snapshot's files: S3 ETags for If-Match, and
+ * sizes, against which each S3 answer is checked. */
+static bool snapshot_version(void *arg, const char *path, char *buf, size_t size,
+			     uint64_t *bytes)
 {
 	const struct dlc_snapshot *snapshot = arg;
-	const char *version = dlc_snapshot_version(snapshot, dlc_snapshot_resolve(snapshot, path));
+	uint64_t ino = dlc_snapshot_resolve(snapshot, path);
+	const struct dlc_node *node = dlc_snapshot_node(snapshot, ino);
+	const char *version = dlc_snapshot_version(snapshot, ino);
 
-	if (!version || strlen(version) >= size)
+	if (!node || ino == 0 || !S_ISREG(node->mode) || size == 0)
 		return false;
-	memcpy(buf, version, strlen(version) + 1);
+	*bytes = node->size;
+	buf[0] = '\0';
+	if (version && strlen(version) < size)
+		memcpy(buf, version, strlen(version) + 1);
 	return true;
 }
 
@@ -419,6 +428,8 @@ static int cmd_mount(int argc, char **argv)
 	}
 	rc = dlc_tier_create(dlc_snapshot_id(snapshot), (unsigned)(opts.tier_timeout_ns / 1000000),
 			     &tier);
+	if (rc == 0 && opts.tier_secret)
+		rc = dlc_tier_set_key(tier, opts.tier_secret, opts.tier_secret_len);
 	if (rc == 0 && opts.tier_list)
 		rc = dlc_tier_set_servers(tier, opts.tier_list, &cause);
 	if (rc < 0)
@@ -738,6 +749,24 @@ static int cmd_stat(int argc, char **argv)
 	return 0;
 }
 
+/* dlcache keygen FILE: a new tier_key, never over an existing file. */
+static int cmd_keygen(int argc, char **argv)
+{
+	char *cause = NULL;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "dlcache: keygen needs one FILE to create; usage: dlcache keygen FILE.\n");
+		return 1;
+	}
+	if (dlc_tier_key_generate(argv[1], &cause) < 0) {
+		print_cause("keygen", cause, -EIO);
+		return 1;
+	}
+	printf("dlcache: wrote a %d-byte tier key to %s; copy it to every node of the job (mode 0600) and mount with tier_key=%s\n",
+	       DLC_TIER_KEY_GENERATED, argv[1], argv[1]);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -746,6 +775,7 @@ static void usage(FILE *out)
 		"       dlcache snapshot --tar SOURCE [FILE] [--merge]\n"
 		"       dlcache pack SOURCE DEST [--chunk-size SIZE] [--threads N]\n"
 		"       dlcache stat MOUNT [--json|--prometheus]\n"
+		"       dlcache keygen FILE\n"
 		"       dlcache warmup MOUNT [LIST|-|DIR] [--top N] [--threads N] [--timeout SECONDS]\n"
 		"       dlcache simulate [--trace uniform|importance|FILE] [OPTIONS]\n"
 		"       dlcache --version | --help\n"
@@ -773,6 +803,8 @@ int main(int argc, char **argv)
 		return cmd_pack(argc - 1, argv + 1);
 	if (strcmp(argv[1], "simulate") == 0)
 		return dlc_simulate_main(argc - 1, argv + 1);
+	if (strcmp(argv[1], "keygen") == 0)
+		return cmd_keygen(argc - 1, argv + 1);
 	if (strcmp(argv[1], "warmup") == 0)
 		return dlc_warmup_main(argc - 1, argv + 1);
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
@@ -783,6 +815,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat, warmup or simulate (see dlcache --help).\n", argv[1]);
+	fprintf(stderr, "dlcache: unknown command '%s'; use mount, snapshot, pack, stat, keygen, warmup or simulate (see dlcache --help).\n", argv[1]);
 	return 1;
 }

@@ -39,5 +39,6 @@ DLC_PACKAGE_PACKAGES=(man-db groff-base git dpkg-dev debhelper dh-python rpm sys
 # For the tests and benchmarks only: nfs-ganesha (with its VFS backend) serves
 # the NFS mount tests, libnfs-utils (nfs-ls, nfs-cp) is the NFS benchmarks'
 # baseline, iproute2 (ss) counts the connections of a crawl, memcached is
-# the cluster tier of the tier suites (three on loopback ports).
-DLC_TEST_PACKAGES=(nfs-ganesha nfs-ganesha-vfs libnfs-utils iproute2 memcached)
+# the cluster tier of the tier suites (three on loopback ports), and
+# python3-cryptography seals values as a key holder would (tier_adversary.py).
+DLC_TEST_PACKAGES=(nfs-ganesha nfs-ganesha-vfs libnfs-utils iproute2 memcached python3-cryptography)

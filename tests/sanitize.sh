@@ -31,8 +31,10 @@ suites=("$@")
 # no passthrough) unless SANITIZE_LIBFUSE says otherwise: the main build
 # (build/) runs the suites with passthrough on the private libfuse 3.18,
 # this one runs them on the fallback, so CI tests both without a third pass.
+# -Dverify=enabled: every stateful module checks its invariants at each
+# release of its lock (include/base/dlcache/verify.h) and aborts if broken.
 BUILD=$ASAN_BUILD DLC_LIBFUSE=${SANITIZE_LIBFUSE:-system} "$SRCDIR/tests/build.sh" \
-	-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all
+	-Db_sanitize=address,undefined -Dc_args=-fno-sanitize-recover=all -Dverify=enabled
 
 logs=$ASAN_BUILD/sanitizer-logs
 rm -rf "$logs"

@@ -7,12 +7,28 @@
  * nothing is held, so the bound is exceeded by at most that one request and
  * never deadlocks.
  *
+ * The rule (budget.h) is the callers'; debug builds check its first half
+ * with one thread-local slot: the work charge the thread holds, set by
+ * dlc_budget_acquire and cleared when the thread gives those bytes back or
+ * keeps them.  A thread asking for a second work charge while its slot is
+ * set aborts.  (Bytes given back on the thread by something else of the
+ * same size clear it too: the check can miss a fault, never invent one.)
+ *
  * INVARIANTS.  lock guards used, peak and waits; used is the sum of the
- * bytes taken and not yet released; peak >= used.
+ * bytes taken and not yet released; peak >= used.  A thread holds at most
+ * one work charge, and waits only while it holds none.
  */
 #include <assert.h>
 
 #include "dlcache/budget.h"
+
+#ifndef NDEBUG
+/* Debug builds: the calling thread's work charge (bytes, budget), if any. */
+static _Thread_local struct {
+	const struct dlc_budget *budget;
+	uint64_t bytes;
+} work_held;
+#endif
 
 void dlc_budget_init(struct dlc_budget *budget, uint64_t limit)
 {
@@ -46,6 +62,14 @@ void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes)
 
 	if (!budget)
 		return;
+	/* The rule (budget.h): a thread holding budget never waits for more. */
+	assert(work_held.budget == NULL);
+#ifndef NDEBUG
+	if (bytes > 0) {
+		work_held.budget = budget;
+		work_held.bytes = bytes;
+	}
+#endif
 	pthread_mutex_lock(&budget->lock);
 	while (!fits(budget, bytes, budget->limit) && !(bytes > budget->limit && budget->used == 0)) {
 		waited = true;
@@ -55,6 +79,22 @@ void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes)
 		budget->waits++;
 	take(budget, bytes);
 	pthread_mutex_unlock(&budget->lock);
+}
+
+void dlc_budget_keep(struct dlc_budget *budget, uint64_t bytes)
+{
+#ifndef NDEBUG
+	if (budget && work_held.budget == budget && work_held.bytes == bytes)
+		work_held.budget = NULL;
+#else
+	(void)budget;
+	(void)bytes;
+#endif
+}
+
+uint64_t dlc_budget_kept_ceiling(const struct dlc_budget *budget)
+{
+	return budget ? budget->limit / 2 : UINT64_MAX;
 }
 
 bool dlc_budget_try_acquire(struct dlc_budget *budget, uint64_t bytes, uint64_t ceiling)
@@ -96,6 +136,7 @@ void dlc_budget_release(struct dlc_budget *budget, uint64_t bytes)
 {
 	if (!budget || bytes == 0)
 		return;
+	dlc_budget_keep(budget, bytes);         /* given back: no longer the thread's */
 	pthread_mutex_lock(&budget->lock);
 	assert(budget->used >= bytes);
 	budget->used -= bytes;

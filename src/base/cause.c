@@ -31,3 +31,25 @@ void dlc_cause_vset(char **cause, const char *fmt, va_list ap)
 	free(*cause);
 	*cause = text;
 }
+
+/* The sentence left on this thread (cause.h). */
+static _Thread_local char thread_cause[512];
+
+void dlc_cause_thread_set(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(thread_cause, sizeof(thread_cause), fmt, ap);
+	va_end(ap);
+}
+
+void dlc_cause_thread_clear(void)
+{
+	thread_cause[0] = '\0';
+}
+
+const char *dlc_cause_thread(void)
+{
+	return thread_cause[0] ? thread_cause : NULL;
+}

@@ -63,6 +63,7 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_READAHEADS] = "readaheads",
 	[DLC_STAT_HEAD_READS] = "head_reads",
 	[DLC_STAT_WHOLE_BLOCK_OPENS] = "whole_block_opens",
+	[DLC_STAT_UNBUFFERED_READS] = "unbuffered_reads",
 	[DLC_STAT_IOCTLS] = "ioctls",
 	[DLC_STAT_WARMED] = "warmed",
 };
@@ -323,9 +324,11 @@ int dlc_stats_render_json(struct dlc_stats *stats, const struct dlc_stats_gauges
 	json_uint(&w, "index_memory", gauges->index_memory);
 	json_close(&w);
 
-	if (gauges->tier_count > 0) {
+	/* Shown while the tier has servers, and after, once a value was refused. */
+	if (gauges->tier_count > 0 || gauges->tier_corrupt > 0) {
 		json_open(&w, "tier");
 		json_uint(&w, "servers", gauges->tier_count);
+		json_uint(&w, "corrupt", gauges->tier_corrupt);
 		for (unsigned i = 0; i < gauges->tier_count; i++) {
 			const struct dlc_stats_tier_server *t = &gauges->tier[i];
 

@@ -42,6 +42,12 @@
  *
  * The lock file is flock(2)ed from open to close, so two daemons never
  * share a cache_dir; tmp/ names are unique within the daemon that holds it.
+ *
+ * Checked.  dlc_store_verify_locked() (store_index.c, since what it checks
+ * is the index's state) asserts the locking state above (the transaction
+ * flag agrees with SQLite's, a store without an index has no connection);
+ * verify builds run it at each release of store->mutex (dlc_store_unlock,
+ * verify.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -60,11 +66,16 @@
 
 #include <xxhash.h>
 
+#include "dlcache/blob.h"
 #include "dlcache/cause.h"
 #include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 #include "store_private.h"
+
+/* Blocks are read with O_DIRECT into spare blobs (blob.h). */
+_Static_assert(DLC_BLOB_SPARE_ALIGN % DLC_STORE_DIRECT_ALIGN == 0,
+	       "a spare blob's data must be aligned for O_DIRECT reads");
 
 #define BLOCK_SIZE 4096u
 #define TMP_PATH_SIZE 64
@@ -78,11 +89,6 @@ static void entry_name(const char *path, char name[NAME_LEN + 1])
 }
 
 /* Shared with store_index.c (contracts in store_private.h). */
-void dlc_store_data_path(const char *name, char out[DATA_PATH_SIZE])
-{
-	snprintf(out, DATA_PATH_SIZE, "data/%.2s/%s", name, name);
-}
-
 /* Frees a store in any state dlc_store_open can leave it. */
 static void store_destroy(struct dlc_store *store)
 {
@@ -302,7 +308,7 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 			"next mount); reads go on from the source", store->dir);
 		rc = 0;
 	}
-	pthread_mutex_unlock(&store->mutex);
+	pthread_mutex_unlock(&store->mutex); /* a failed open leaves no state to verify */
 	if (rc != 0)
 		goto err;
 
@@ -337,7 +343,7 @@ int dlc_store_load(struct dlc_store *store,
 		/* Copy a chunk under the lock; the callback runs without it. */
 		pthread_mutex_lock(&store->mutex);
 		err = dlc_store_load_rows(store, last, rows, &n);
-		pthread_mutex_unlock(&store->mutex);
+		dlc_store_unlock(store);
 
 		for (size_t i = 0; i < n && err == 0; i++) {
 			struct dlc_store_entry entry = {
@@ -588,7 +594,7 @@ err_tmp:
 	close(fd);
 	unlinkat(store->dir_fd, tmp_path, 0);
 out_unlock:
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -650,7 +656,7 @@ int dlc_store_remove(struct dlc_store *store, const char *path)
 		goto out;
 	rc = dlc_store_delete_row(store, path);
 out:
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -672,7 +678,7 @@ int dlc_store_remove_file(struct dlc_store *store, const char *file)
 		rc = dlc_store_begin_change(store);
 	if (rc == 0)
 		rc = dlc_store_delete_name_rows(store, name);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -722,7 +728,7 @@ int dlc_store_insert_range(struct dlc_store *store, const char *path, const char
 	/* Never write into a data file that belongs to another key. */
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_check_name_owner(store, name, file);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	if (rc != 0)
 		return rc;
 
@@ -759,7 +765,7 @@ int dlc_store_insert_range(struct dlc_store *store, const char *path, const char
 		/* The bytes have no row; nor, maybe, does the file. */
 		unlink_if_unused(store, name);
 	}
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -840,7 +846,7 @@ int dlc_store_flush(struct dlc_store *store)
 		return 0;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_commit_changes(store);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -887,7 +893,7 @@ int dlc_store_meta_get(struct dlc_store *store, const char *key, char **value)
 		return -ENOENT;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_meta_get_locked(store, key, value);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -899,7 +905,7 @@ int dlc_store_meta_set(struct dlc_store *store, const char *key, const char *val
 		return -ENOSPC;
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_meta_set_locked(store, key, value);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return rc;
 }
 
@@ -912,7 +918,7 @@ int dlc_store_close(struct dlc_store *store)
 	dlc_store_stop_flusher(store);
 	pthread_mutex_lock(&store->mutex);
 	rc = store->no_index ? 0 : dlc_store_mark_clean(store);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	store_destroy(store);
 	return rc;
 }

@@ -45,6 +45,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/verify.h"
 #include "store_private.h"
 
 /*
@@ -300,6 +301,40 @@ int dlc_store_meta_set_locked(struct dlc_store *store, const char *key, const ch
 	return step_done(store, ST_META_SET, "meta_set");
 }
 
+int dlc_store_verify_locked(const struct dlc_store *store)
+{
+	if (store->dir == NULL || store->dir_fd < 0 || store->lock_fd < 0)
+		return -EUCLEAN;
+	if (store->no_index)
+		return store->db == NULL && !store->in_txn ? 0 : -EUCLEAN;
+	if (store->db == NULL)
+		return store->in_txn ? -EUCLEAN : 0;
+	for (int i = 0; i < ST_COUNT; i++) {
+		if (store->stmt[i] == NULL)
+			return -EUCLEAN;
+	}
+	/* The batch flag is SQLite's own state: BEGIN done and not ended. */
+	if (store->in_txn != !sqlite3_get_autocommit(store->db))
+		return -EUCLEAN;
+	return 0;
+}
+
+int dlc_store_verify(struct dlc_store *store)
+{
+	int rc;
+
+	pthread_mutex_lock(&store->mutex);
+	rc = dlc_store_verify_locked(store);
+	pthread_mutex_unlock(&store->mutex);
+	return rc;
+}
+
+void dlc_store_unlock(struct dlc_store *store)
+{
+	DLC_VERIFY(dlc_store_verify_locked(store));
+	pthread_mutex_unlock(&store->mutex);
+}
+
 /* The flusher: commits the batch transaction FLUSH_INTERVAL_NS after it began. */
 static void *flusher_main(void *arg)
 {
@@ -324,7 +359,7 @@ static void *flusher_main(void *arg)
 		deadline.tv_nsec = (long)(due % 1000000000LL);
 		pthread_cond_timedwait(&store->wake, &store->mutex, &deadline);
 	}
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	return NULL;
 }
 
@@ -351,7 +386,7 @@ void dlc_store_stop_flusher(struct dlc_store *store)
 	pthread_mutex_lock(&store->mutex);
 	store->stopping = true;
 	pthread_cond_signal(&store->wake);
-	pthread_mutex_unlock(&store->mutex);
+	dlc_store_unlock(store);
 	pthread_join(store->flusher, NULL);
 	store->flusher_running = false;
 }

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "dlcache/store.h"
@@ -73,8 +74,20 @@ struct dlc_store_row {
 	uint64_t hash;
 };
 
-/* store.c: data/XX/NAME for a NAME, relative to dir_fd. */
-void dlc_store_data_path(const char *name, char out[DATA_PATH_SIZE]);
+/*
+ * store_index.c: the module's invariants (see store.c's DESIGN block), 0 or
+ * -EUCLEAN; mutex held.  dlc_store_unlock releases the mutex after running
+ * them in verify builds (verify.h): every path that takes the mutex leaves
+ * through it.
+ */
+int dlc_store_verify_locked(const struct dlc_store *store);
+void dlc_store_unlock(struct dlc_store *store);
+
+/* data/XX/NAME for a NAME, relative to dir_fd. */
+static inline void dlc_store_data_path(const char *name, char out[DATA_PATH_SIZE])
+{
+	snprintf(out, DATA_PATH_SIZE, "data/%.2s/%s", name, name);
+}
 
 /*
  * store_index.c: opens index.db (cache_dir is locked and laid out), setting

@@ -7,10 +7,14 @@
  * tier's timeout (libmemcached's connect, poll, send and receive timeouts
  * all set to it), into a result the handle keeps from get to get (no new
  * buffer, no fresh pages per hit: handle_free; a buffer grown past
- * RESULT_KEEP_MAX is let go).  The value is checked (frame, size, xxh3)
- * before a byte is copied out; a bad one is counted as corrupt and
- * deleted, so the next source read can add a good one.  Any other outcome
- * is a miss.
+ * RESULT_KEEP_MAX is let go).  The value is opened under the job's key
+ * (tier_seal.h: AES-256-GCM, snapshot, inode and size bound in) straight
+ * into the caller's buffer, and, when the caller gives one, its bytes
+ * checked against the member's xxh3 of a packed snapshot; a value that
+ * fails either is counted as corrupt (per server and in tier->corrupt)
+ * and deleted, so the next source read can add a good one.  Any other
+ * outcome is a miss.  A tier is never on without a key: servers are
+ * refused until dlc_tier_set_key has given one.
  *
  * Breaker.  libmemcached does not eject a server that accepts connections
  * but never answers, so every call to a hung server would wait the full
@@ -58,6 +62,7 @@
  * up, full and retry_at are atomics read without locks.  The health thread
  * alone probes and alone uses each server's probe handle.  Nothing is on
  * disk: a crash leaves the servers' values, which are checked when read.
+ * tier->sealer is set before serving and not changed after (immutable).
  */
 #include <arpa/inet.h>
 #include <assert.h>
@@ -76,10 +81,12 @@
 
 #include "dlcache/cache.h"
 #include "dlcache/cause.h"
+#include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/tier.h"
 #include "dlcache/tier_place.h"
+#include "dlcache/tier_seal.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
@@ -126,6 +133,8 @@ struct tier_server {
 struct dlc_tier {
 	uint64_t snapshot_id;
 	unsigned timeout_ms;
+	struct dlc_tier_sealer *sealer;        /* set before serving; NULL: no key, no servers */
+	_Atomic uint64_t corrupt;              /* values refused, over every server list */
 	pthread_rwlock_t lock;
 	struct tier_server *servers;           /* guarded by lock */
 	unsigned count;                        /* guarded by lock */
@@ -287,8 +296,8 @@ static uint64_t value_max(const struct tier_server *server)
 
 	if (item_max == 0)
 		return DLC_TIER_VALUE_MAX;
-	return item_max > ITEM_OVERHEAD + DLC_TIER_HEADER_SIZE ?
-	       item_max - ITEM_OVERHEAD - DLC_TIER_HEADER_SIZE : 0;
+	return item_max > ITEM_OVERHEAD + DLC_TIER_SEAL_OVERHEAD ?
+	       item_max - ITEM_OVERHEAD - DLC_TIER_SEAL_OVERHEAD : 0;
 }
 
 /* The server that owns ino, or NULL when off or it is not up (counted). */
@@ -307,7 +316,8 @@ static struct tier_server *owner_of(struct dlc_tier *tier, uint32_t ino, char *k
 	return server;
 }
 
-int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
+int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size,
+		 const uint64_t *xxh3)
 {
 	char key[DLC_TIER_KEY_MAX];
 	struct tier_server *server;
@@ -337,10 +347,10 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 		}
 	}
 	if (rc == MEMCACHED_SUCCESS && value) {
-		enum dlc_tier_check check = dlc_tier_value_check(value, vlen, size);
+		enum dlc_tier_open opened = dlc_tier_unseal(tier->sealer, tier->snapshot_id, ino,
+							    value, vlen, buf, size);
 
-		if (check == DLC_TIER_VALUE_GOOD) {
-			memcpy(buf, value + DLC_TIER_HEADER_SIZE, (size_t)size);
+		if (opened == DLC_TIER_OPEN_GOOD && (!xxh3 || dlc_xxh3(buf, size) == *xxh3)) {
 			atomic_fetch_add(&server->hits, 1);
 			atomic_fetch_add(&server->bytes, size);
 			if (server->own)
@@ -348,10 +358,12 @@ int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size)
 			result = 0;
 		} else {
 			atomic_fetch_add(&server->corrupt, 1);
+			atomic_fetch_add(&tier->corrupt, 1);
 			dlc_log(DLC_LOG_WARNING, "tier server %s holds a bad value for inode %u (%s); deleted, read from the source",
 				server->name, ino,
-				check == DLC_TIER_VALUE_BAD_HASH ? "xxh3 mismatch" :
-				check == DLC_TIER_VALUE_BAD_SIZE ? "wrong size" : "bad frame");
+				opened == DLC_TIER_OPEN_BAD_FRAME ? "not a sealed value of its size" :
+				opened == DLC_TIER_OPEN_BAD_SEAL ? "does not open under tier_key" :
+				"not the packed member's bytes");
 			memcached_delete(mc, key, klen, 0);
 		}
 	} else if (rc == MEMCACHED_NOTFOUND) {
@@ -420,17 +432,19 @@ void dlc_tier_offer(struct dlc_tier *tier, uint32_t ino, const void *data, uint6
 	server = owner_of(tier, ino, key, &klen);
 	if (!server || atomic_load(&server->full) || size > value_max(server))
 		goto out;
-	value = malloc(DLC_TIER_HEADER_SIZE + size);
+	value = malloc(DLC_TIER_SEAL_OVERHEAD + size);
 	if (!value)
 		goto out;
+	if (dlc_tier_seal(tier->sealer, tier->snapshot_id, ino, data, size, value) < 0) {
+		free(value);
+		goto out;
+	}
 	mc = pool_take(tier, server);
 	if (!mc) {
 		free(value);
 		goto out;
 	}
-	dlc_tier_value_header(data, size, value);
-	memcpy(value + DLC_TIER_HEADER_SIZE, data, (size_t)size);
-	rc = memcached_add(mc, key, klen, (const char *)value, DLC_TIER_HEADER_SIZE + size, 0, 0);
+	rc = memcached_add(mc, key, klen, (const char *)value, DLC_TIER_SEAL_OVERHEAD + size, 0, 0);
 	free(value);
 	if (rc == MEMCACHED_SUCCESS) {
 		atomic_fetch_add(&server->adds, 1);
@@ -491,7 +505,7 @@ int dlc_tier_plan(struct dlc_tier *tier, struct dlc_cache *cache,
 		bool file = node && S_ISREG(node->mode) && node->size <= fits;
 
 		scores[ino - 1] = file ? dlc_cache_score(cache, ino) : NAN;
-		sizes[ino - 1] = file ? node->size + DLC_TIER_HEADER_SIZE : 0;
+		sizes[ino - 1] = file ? node->size + DLC_TIER_SEAL_OVERHEAD : 0;
 	}
 	threshold = dlc_tier_place_threshold(scores, sizes, count, budget);
 	if (isnan(threshold))
@@ -821,6 +835,11 @@ int dlc_tier_set_servers(struct dlc_tier *tier, const char *text, char **cause)
 
 	if (rc < 0)
 		return rc;
+	if (count > 0 && !tier->sealer) {
+		servers_free(servers, count);
+		dlc_cause_set(cause, "a tier needs tier_key=FILE, a secret every node of the job shares; make one with dlcache keygen FILE, copy it to each node (mode 0600) and mount with tier_key=FILE");
+		return -EINVAL;
+	}
 	pthread_rwlock_wrlock(&tier->lock);
 	old = tier->servers;
 	old_count = tier->count;
@@ -926,10 +945,28 @@ unsigned dlc_tier_gauges(struct dlc_tier *tier, struct dlc_stats_tier_server *ou
 	return count;
 }
 
+int dlc_tier_set_key(struct dlc_tier *tier, const unsigned char *secret, size_t len)
+{
+	struct dlc_tier_sealer *sealer;
+	int rc = dlc_tier_sealer_new(secret, len, &sealer);
+
+	if (rc < 0)
+		return rc;
+	dlc_tier_sealer_free(tier->sealer);
+	tier->sealer = sealer;
+	return 0;
+}
+
+uint64_t dlc_tier_corrupt(struct dlc_tier *tier)
+{
+	return atomic_load(&tier->corrupt);
+}
+
 void dlc_tier_verify(struct dlc_tier *tier)
 {
 	pthread_rwlock_rdlock(&tier->lock);
 	assert((tier->count == 0) == (tier->servers == NULL) || tier->count == 0);
+	assert(tier->count == 0 || tier->sealer);
 	for (unsigned i = 0; i < tier->count; i++) {
 		struct tier_server *s = &tier->servers[i];
 
@@ -952,6 +989,7 @@ int dlc_tier_create(uint64_t snapshot_id, unsigned timeout_ms, struct dlc_tier *
 	tier->snapshot_id = snapshot_id;
 	tier->timeout_ms = timeout_ms ? timeout_ms : DLC_TIER_DEFAULT_TIMEOUT_MS;
 	atomic_init(&tier->threshold, NAN);
+	atomic_init(&tier->corrupt, 0);
 	pthread_rwlock_init(&tier->lock, NULL);
 	pthread_mutex_init(&tier->health_lock, NULL);
 	pthread_cond_init(&tier->health_wake, NULL);
@@ -980,6 +1018,7 @@ void dlc_tier_free(struct dlc_tier *tier)
 	if (tier->started)
 		pthread_join(tier->health, NULL);
 	servers_free(tier->servers, tier->count);
+	dlc_tier_sealer_free(tier->sealer);
 	free(tier->prune);
 	pthread_cond_destroy(&tier->health_wake);
 	pthread_mutex_destroy(&tier->health_lock);

@@ -1,13 +1,11 @@
 /*
- * tier_place.c - keys, owners and value frames of the cluster tier (pure).
+ * tier_place.c - keys and owners of the cluster tier's values (pure).
  *
  * See tier_place.h for the contracts.  The owner is Lamping and Veach's jump
  * consistent hash of the key's xxh3: a linear congruential walk over the
  * bucket numbers whose last jump below nservers is the owner, so the result
  * depends only on the key and the list's length, and growing the list moves
- * a key only to one of the new buckets.  Values are framed with their size
- * and xxh3 so a reader detects every corrupted, truncated or foreign value
- * before a byte of it is served.  The admission threshold keeps the
+ * a key only to one of the new buckets.  The admission threshold keeps the
  * highest-scored samples that fit the servers' budget, ties together.
  */
 #include <math.h>
@@ -16,11 +14,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "dlcache/hash.h"
 #include "dlcache/tier_place.h"
-
-#define VALUE_MAGIC 0x31544c44u        /* "DLT1" read as little-endian */
-#define VALUE_VERSION 1u
 
 size_t dlc_tier_place_key(uint64_t snapshot_id, uint32_t ino, char *key)
 {
@@ -41,62 +35,6 @@ unsigned dlc_tier_place_owner(const char *key, size_t key_len, unsigned nservers
 		j = (int64_t)((double)(b + 1) * ((double)(1LL << 31) / (double)((h >> 33) + 1)));
 	}
 	return (unsigned)b;
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-void dlc_tier_value_header(const void *data, uint64_t size, unsigned char *header)
-{
-	put_le32(header, VALUE_MAGIC);
-	put_le32(header + 4, VALUE_VERSION);
-	put_le64(header + 8, size);
-	put_le64(header + 16, dlc_xxh3(data, (size_t)size));
-}
-
-enum dlc_tier_check dlc_tier_value_check(const void *value, size_t len, uint64_t expected_size)
-{
-	const unsigned char *v = value;
-	uint64_t size;
-
-	if (len < DLC_TIER_HEADER_SIZE || get_le32(v) != VALUE_MAGIC ||
-	    get_le32(v + 4) != VALUE_VERSION)
-		return DLC_TIER_VALUE_BAD_FRAME;
-	size = get_le64(v + 8);
-	if (size != len - DLC_TIER_HEADER_SIZE)
-		return DLC_TIER_VALUE_BAD_FRAME;
-	if (size != expected_size)
-		return DLC_TIER_VALUE_BAD_SIZE;
-	if (dlc_xxh3(v + DLC_TIER_HEADER_SIZE, (size_t)size) != get_le64(v + 16))
-		return DLC_TIER_VALUE_BAD_HASH;
-	return DLC_TIER_VALUE_GOOD;
 }
 
 struct scored {

@@ -73,6 +73,7 @@ enum option_key {
 	KEY_SOURCE_FAIL_EVERY,
 	KEY_NFS_TIMEOUT,
 	KEY_TIER_SERVERS,
+	KEY_TIER_KEY,
 	KEY_S3_ENDPOINT,
 	KEY_S3_REGION,
 	KEY_S3_PROFILE,
@@ -127,6 +128,7 @@ static const struct fuse_opt option_template[] = {
 	FUSE_OPT_KEY("source_fail_every=", KEY_SOURCE_FAIL_EVERY),
 	FUSE_OPT_KEY("nfs_timeout=", KEY_NFS_TIMEOUT),
 	FUSE_OPT_KEY("tier_servers=", KEY_TIER_SERVERS),
+	FUSE_OPT_KEY("tier_key=", KEY_TIER_KEY),
 	FUSE_OPT_KEY("s3_endpoint=", KEY_S3_ENDPOINT),
 	FUSE_OPT_KEY("s3_region=", KEY_S3_REGION),
 	FUSE_OPT_KEY("s3_profile=", KEY_S3_PROFILE),
@@ -630,6 +632,9 @@ static int option_proc(void *data, const char *arg, int key, struct fuse_args *o
 	case KEY_TIER_SERVERS:
 		return parse_string_option(state, "tier_servers", value, "/etc/dlcache/tier",
 					   &opts->tier_servers);
+	case KEY_TIER_KEY:
+		return parse_string_option(state, "tier_key", value, "/etc/dlcache/tier.key",
+					   &opts->tier_key);
 	case KEY_S3_ENDPOINT:
 		return parse_string_option(state, "s3_endpoint", value, "http://127.0.0.1:9000",
 					   &opts->backend.s3_endpoint);
@@ -908,6 +913,13 @@ void dlc_options_free(struct dlc_options *opts)
 	free(opts->control_group);
 	free(opts->tier_servers);
 	free(opts->tier_list);
+	free(opts->tier_key);
+	if (opts->tier_secret)
+		explicit_bzero(opts->tier_secret, opts->tier_secret_len);
+	free(opts->tier_secret);
+	opts->tier_key = NULL;
+	opts->tier_secret = NULL;
+	opts->tier_secret_len = 0;
 	free(opts->backend.s3_endpoint);
 	free(opts->backend.s3_region);
 	free(opts->backend.s3_profile);
@@ -991,6 +1003,10 @@ void dlc_options_usage(const char *program, FILE *out)
 		"    tier_servers=FILE      the cluster tier: memcached servers, one HOST:PORT\n"
 		"                           per line, the same file on every node\n"
 		"                           (default: none)\n"
+		"    tier_key=FILE          the secret tier values are sealed with, shared by\n"
+		"                           every node (mode 0600; dlcache keygen FILE makes\n"
+		"                           one); needed by tier_servers= and .control's tier\n"
+		"                           lines (default: none)\n"
 		"    tier_timeout=DURATION  longest wait for a tier server, 1ms-10s\n"
 		"                           (default: 200ms)\n"
 		"    s3_endpoint=URL        S3 sources: http[s]://HOST[:PORT] of an\n"

@@ -4,7 +4,8 @@
  * cache directory and the snapshot live outside the mount and outside the
  * dataset (and the cache directory is the mounting user's alone), a packed
  * source's own snapshot is found, control_uid= and control_gid= name a real
- * user and group; io_uring=1 finds FUSE over io_uring switched on in the
+ * user and group; tier_servers= comes with tier_key=, a private secret of
+ * at least 32 bytes (tier_seal.h), read here; io_uring=1 finds FUSE over io_uring switched on in the
  * kernel; the defaults that depend on these are filled in and the paths
  * made canonical.  Every failure is one sentence in *cause naming the
  * problem and its fix.
@@ -29,6 +30,7 @@
 #include "dlcache/s3_source.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/tier.h"
+#include "dlcache/tier_seal.h"
 
 /* child is parent itself or lies below it (both absolute and canonical). */
 static bool path_is_within(const char *child, const char *parent)
@@ -451,6 +453,13 @@ int dlc_options_validate(struct dlc_options *opts, char **cause)
 		rc = resolve_id("control_uid", opts->control_user, false, &opts->control_uid, cause);
 	if (rc == 0 && opts->control_group)
 		rc = resolve_id("control_gid", opts->control_group, true, &opts->control_gid, cause);
+	if (rc == 0 && opts->tier_servers && !opts->tier_key) {
+		dlc_cause_set(cause, "tier_servers= needs tier_key=FILE, a secret every node of the job shares; make one with dlcache keygen FILE, copy it to each node (mode 0600) and add tier_key=FILE");
+		rc = -EINVAL;
+	}
+	if (rc == 0 && opts->tier_key && !opts->tier_secret)
+		rc = dlc_tier_key_read(opts->tier_key, &opts->tier_secret, &opts->tier_secret_len,
+				       cause);
 	if (rc == 0 && opts->tier_servers && !opts->tier_list)
 		rc = dlc_tier_read_file(opts->tier_servers, &opts->tier_list, cause);
 	if (rc == 0 && opts->io_uring)

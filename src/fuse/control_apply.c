@@ -6,7 +6,10 @@
  * scores (and forget) go to cache.c in batches of SCORE_BATCH under one cache
  * lock, prefetch lines to fetch.c (after the scores before them, so admission
  * judges a prefetch by those), "epoch N" saves the scores, reset clears them,
- * "tier ..." and "tier off" replace the cluster tier's server list (tier.c);
+ * "tier ..." and "tier off" replace the cluster tier's server list (tier.c),
+ * when the writer is the mount's owner or root (fs.c says which): they
+ * choose where every node's bytes come from, which a control_uid= or
+ * control_gid= writer, trusted with scores, prefetch and epochs, is not;
  * "epoch N" also sets the tier's admission threshold from the scores.
  * Each call counts its lines and errors in the stats and logs its first bad
  * line once.  No state lives here between calls: the parser (one per open
@@ -30,6 +33,7 @@
 struct control_batch {
 	struct dlc_fs_context *context;
 	_Atomic uint64_t *epoch;
+	bool may_steer_tier;            /* the writer is the mount's owner or root */
 	size_t count;
 	uint32_t inos[SCORE_BATCH];
 	float values[SCORE_BATCH];
@@ -184,6 +188,10 @@ static int apply_command(void *arg, const struct dlc_control_command *command, c
 		return 0;
 	case DLC_CONTROL_TIER:
 	case DLC_CONTROL_TIER_OFF:
+		if (!batch->may_steer_tier) {
+			dlc_cause_set(cause, "only the mount's owner or root may change the tier; write tier lines as the user who mounted, or set tier_servers= at mount");
+			return -EINVAL;
+		}
 		if (!c->tier) {
 			dlc_cause_set(cause, "this mount has no tier client; remount to attach a tier");
 			return -EINVAL;
@@ -209,7 +217,8 @@ static int control_account(struct dlc_stats *stats, struct dlc_control_result *r
 }
 
 int dlc_control_apply(struct dlc_fs_context *context, _Atomic uint64_t *epoch,
-		      struct dlc_control_parser *parser, const char *buf, size_t size)
+		      struct dlc_control_parser *parser, const char *buf, size_t size,
+		      bool may_steer_tier)
 {
 	struct dlc_control_result result = { 0 };
 	struct control_batch *batch = malloc(sizeof(*batch));
@@ -219,6 +228,7 @@ int dlc_control_apply(struct dlc_fs_context *context, _Atomic uint64_t *epoch,
 		return -ENOMEM;
 	batch->context = context;
 	batch->epoch = epoch;
+	batch->may_steer_tier = may_steer_tier;
 	batch->count = 0;
 	if (buf)
 		rc = dlc_control_feed(parser, buf, size, apply_command, batch, &result);

@@ -77,6 +77,7 @@ struct handle {
 	enum dlc_open_mode mode;                /* how its open is served (passthrough.h) */
 	pthread_mutex_t lock;                   /* HANDLE_CONTROL: guards parser */
 	struct dlc_control_parser *parser;
+	bool opened_by_owner;                   /* HANDLE_CONTROL: by the mount's owner or root */
 	struct handle *prev, *next;             /* fs->open_handles; guarded by
 						 * fs->handles_lock */
 };
@@ -490,6 +491,8 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 		g->memory_peak = memory.peak;
 		g->memory_waits = memory.waits;
 	}
+	if (c->tier)
+		g->tier_corrupt = dlc_tier_corrupt(c->tier);
 	if (c->tier && dlc_tier_on(c->tier)) {
 		struct dlc_stats_tier_server *servers = calloc(DLC_TIER_MAX_SERVERS, sizeof(*servers));
 
@@ -508,6 +511,18 @@ static int charge_text(struct fs *fs, struct handle *h, int rc)
 	if (rc == 0)
 		dlc_budget_charge(fs->context->budget, h->text_len);
 	return rc;
+}
+
+/*
+ * Whether req comes from the mount's owner (the user who mounted) or root:
+ * who may steer the cluster tier through .control (control_uid= and
+ * control_gid= users may write the rest).
+ */
+static bool is_owner(const struct fs *fs, fuse_req_t req)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+
+	return uid == 0 || uid == fs->owner;
 }
 
 static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
@@ -851,6 +866,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Read before the cache file is opened: see dlc_passthrough_seq. */
 	seq = which ? 0 : dlc_passthrough_seq(fs->passthrough, ino);
 	rc = which ? open_virtual(fs, which, h) : open_local(fs, ino, h, &needs_source);
+	if (which == VIRTUAL_CONTROL)
+		h->opened_by_owner = is_owner(fs, req);
 	if (rc < 0 || !needs_source) {
 		finish_open(req, fs, fi, ino, which != 0, h, seq, rc);
 		return;
@@ -962,21 +979,25 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /*
  * Feeds size bytes of buf to the handle's parser, or with buf NULL ends its
  * last line (close), applying the commands (control_apply.c); 0 or
- * -EINVAL/-ENOMEM.
+ * -EINVAL/-ENOMEM.  The tier is steered only by a writer who is the mount's
+ * owner or root and writes through a descriptor such a user opened
+ * (owner_writes: the write's own caller is one; a close has none).
  */
-static int control_run(struct fs *fs, struct handle *h, const char *buf, size_t size)
+static int control_run(struct fs *fs, struct handle *h, const char *buf, size_t size,
+		       bool owner_writes)
 {
 	int rc;
 
 	pthread_mutex_lock(&h->lock);
-	rc = dlc_control_apply(fs->context, &fs->epoch, h->parser, buf, size);
+	rc = dlc_control_apply(fs->context, &fs->epoch, h->parser, buf, size,
+			       h->opened_by_owner && owner_writes);
 	pthread_mutex_unlock(&h->lock);
 	return rc;
 }
 
 static int control_finish(struct fs *fs, struct handle *h)
 {
-	return control_run(fs, h, NULL, 0);
+	return control_run(fs, h, NULL, 0, true);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1008,7 +1029,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	rc = control_run(fs_of(req), h, buf, size);
+	rc = control_run(fs_of(req), h, buf, size, is_owner(fs_of(req), req));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else

@@ -64,6 +64,8 @@
  *   - this table counts an open from the moment its mode is chosen (before
  *     the reply) to the daemon's RELEASE (after the kernel dropped the
  *     open's io mode): it is never less strict than the kernel.
+ * dlc_passthrough_verify checks the first four; verify builds run the same
+ * checks at every release of pt->lock (unlock()).
  */
 #include <assert.h>
 #include <errno.h>
@@ -75,7 +77,11 @@
 #include <unistd.h>
 
 #include "dlcache/log.h"
+#include "dlcache/verify.h"
 #include "passthrough.h"
+
+static int verify_locked(const struct dlc_passthrough *pt);
+static void unlock(struct dlc_passthrough *pt);
 
 /* Chains of the table of live inodes: opens live at once are at most a few thousand. */
 #define PASSTHROUGH_BUCKETS 4096
@@ -181,7 +187,7 @@ bool dlc_passthrough_init(struct dlc_passthrough *pt, struct fuse_conn_info *con
 		conn->want |= FUSE_CAP_PASSTHROUGH;
 		pthread_mutex_lock(&pt->lock);   /* the drop hook may be reading it */
 		pt->on = true;
-		pthread_mutex_unlock(&pt->lock);
+		unlock(pt);
 	}
 #else
 	(void)conn;
@@ -203,7 +209,7 @@ unsigned dlc_passthrough_backing(struct dlc_passthrough *pt)
 		return 0;
 	pthread_mutex_lock(&pt->lock);
 	n = pt->registered;
-	pthread_mutex_unlock(&pt->lock);
+	unlock(pt);
 	return n;
 }
 
@@ -248,7 +254,7 @@ uint32_t dlc_passthrough_seq(struct dlc_passthrough *pt, fuse_ino_t ino)
 		return 0;
 	pthread_mutex_lock(&pt->lock);
 	seq = pt->drops[ino % PASSTHROUGH_BUCKETS];
-	pthread_mutex_unlock(&pt->lock);
+	unlock(pt);
 	return seq;
 }
 
@@ -260,7 +266,7 @@ void dlc_passthrough_dropped(void *arg, uint32_t ino)
 	/* The cache's threads may drop entries before INIT set pt->on. */
 	pthread_mutex_lock(&pt->lock);
 	if (!pt->on) {
-		pthread_mutex_unlock(&pt->lock);
+		unlock(pt);
 		return;
 	}
 	pt->drops[ino % PASSTHROUGH_BUCKETS]++;
@@ -269,7 +275,7 @@ void dlc_passthrough_dropped(void *arg, uint32_t ino)
 		unkeep(pt, *p);
 		drop_if_idle(p);
 	}
-	pthread_mutex_unlock(&pt->lock);
+	unlock(pt);
 }
 
 #if DLC_HAVE_PASSTHROUGH
@@ -318,7 +324,7 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 		if (!e) {
 			/* Untracked (no id is registered for it, or it would
 			 * have an entry): direct_io is neutral to the kernel. */
-			pthread_mutex_unlock(&pt->lock);
+			unlock(pt);
 			fi->direct_io = 1;
 			return DLC_OPEN_DIRECT;
 		}
@@ -353,7 +359,7 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 			dlc_stats_add(pt->stats, DLC_STAT_PASSTHROUGH_DECLINED, 1);
 	}
 	drop_if_idle(p);
-	pthread_mutex_unlock(&pt->lock);
+	unlock(pt);
 	return mode;
 }
 
@@ -370,7 +376,7 @@ void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_in
 	e = *p;
 	assert(e);
 	if (!e) {
-		pthread_mutex_unlock(&pt->lock);
+		unlock(pt);
 		return;
 	}
 	if (mode == DLC_OPEN_DAEMON) {
@@ -384,26 +390,45 @@ void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_in
 		}
 	}
 	drop_if_idle(p);
-	pthread_mutex_unlock(&pt->lock);
+	unlock(pt);
 }
 
-void dlc_passthrough_verify(struct dlc_passthrough *pt)
+static int verify_locked(const struct dlc_passthrough *pt)
 {
 	unsigned registered = 0, kept = 0;
 
-	pthread_mutex_lock(&pt->lock);
 	for (size_t b = 0; b < PASSTHROUGH_BUCKETS; b++) {
 		for (const struct live_inode *e = pt->buckets[b]; e; e = e->next) {
-			assert(e->ino % PASSTHROUGH_BUCKETS == b);
-			assert(e->daemon_opens > 0 || e->passthrough_opens > 0 || e->backing_id > 0);
-			assert(e->daemon_opens == 0 || e->passthrough_opens == 0);
-			assert((e->passthrough_opens > 0 || e->kept) == (e->backing_id > 0));
+			if (e->ino % PASSTHROUGH_BUCKETS != b)
+				return -EUCLEAN;
+			if (e->daemon_opens == 0 && e->passthrough_opens == 0 && e->backing_id <= 0)
+				return -EUCLEAN;   /* an entry with nothing to keep it */
+			if (e->daemon_opens > 0 && e->passthrough_opens > 0)
+				return -EUCLEAN;   /* both io modes at once */
+			if ((e->passthrough_opens > 0 || e->kept) != (e->backing_id > 0))
+				return -EUCLEAN;
 			registered += e->backing_id > 0;
 			kept += e->kept;
 		}
 	}
-	assert(registered == pt->registered && kept == pt->kept && kept <= PASSTHROUGH_MAX_KEPT);
-	(void)registered;
-	(void)kept;
+	if (registered != pt->registered || kept != pt->kept || kept > PASSTHROUGH_MAX_KEPT)
+		return -EUCLEAN;
+	return 0;
+}
+
+/* Every path that takes pt->lock leaves through here (verify.h). */
+static void unlock(struct dlc_passthrough *pt)
+{
+	DLC_VERIFY(verify_locked(pt));
 	pthread_mutex_unlock(&pt->lock);
+}
+
+int dlc_passthrough_verify(struct dlc_passthrough *pt)
+{
+	int rc;
+
+	pthread_mutex_lock(&pt->lock);
+	rc = verify_locked(pt);
+	pthread_mutex_unlock(&pt->lock);
+	return rc;
 }

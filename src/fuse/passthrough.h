@@ -100,9 +100,10 @@ enum dlc_open_mode dlc_passthrough_open(struct dlc_passthrough *pt, fuse_req_t r
 void dlc_passthrough_release(struct dlc_passthrough *pt, fuse_req_t req, fuse_ino_t ino,
 			     enum dlc_open_mode mode);
 
-/* Asserts the table's invariants (counts never negative, an entry with
- * passthrough opens or kept holds a backing id, no entry with both kinds
- * live, the registered and kept counts). */
-void dlc_passthrough_verify(struct dlc_passthrough *pt);
+/* Checks the table's invariants (an entry with passthrough opens or kept
+ * holds a backing id, no entry with both kinds live, the registered and kept
+ * counts): 0, or -EUCLEAN.  Verify builds also run them at each release of
+ * the table's lock (verify.h). */
+int dlc_passthrough_verify(struct dlc_passthrough *pt);
 
 #endif

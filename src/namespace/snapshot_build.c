@@ -195,12 +195,14 @@ static int crawl_list(struct crawl *crawl, const struct crawl_job *job,
 
 	rc = dlc_backend_list(crawl->backend, job->path, listing_add, listing);
 	if (rc < 0) {
+		const char *why = dlc_cause_thread() ? dlc_cause_thread() : strerror(-rc);
+
 		if (*job->path)
 			dlc_cause_set(cause, "cannot list '%s' in source '%s': %s", job->path,
-				  crawl->backend->source, strerror(-rc));
+				  crawl->backend->source, why);
 		else
 			dlc_cause_set(cause, "cannot list source '%s': %s",
-				  crawl->backend->source, strerror(-rc));
+				  crawl->backend->source, why);
 		return rc;
 	}
 	size_t kept = 0, dir_len = strlen(job->path);

@@ -26,8 +26,19 @@
  * their landed flight ("staged") until the reader takes them, so a reader
  * arriving early joins the flight.  Any other read resets the window and
  * drops the reader's staged blocks: a random reader reads only its blocks.
- * Readahead draws its buffers with dlc_budget_try_acquire below half the
- * memory budget and never waits; a reader's own miss waits for room.
+ *
+ * Memory (the rule of budget.h).  A reader's blocks in memory and its
+ * readahead are kept memory: given back only as the reader moves on, so
+ * they are taken without waiting (dlc_budget_try_acquire), readahead below
+ * ahead_limit, a reader's own block below the budget's kept ceiling (half
+ * the limit).  A read runs on a source thread that already holds its
+ * reply's buffer, and must not wait for more: a reader finding no room for
+ * its block gives back its own oldest block and tries again, and failing
+ * that reads without a buffer of its own, straight from the source into
+ * the reply ("unbuffered": one source call per read, nothing offered to the
+ * cache).  So no reader waits for memory that other waiting readers hold
+ * (the budget's old deadlock: every reader keeping its blocks and waiting
+ * for one more); a reader is slowed when memory is short, never stopped.
  *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's
  * fields.  At most one flight per (inode, block) is listed; a flight is
@@ -38,7 +49,10 @@
  * unlists itself.  reader->lock guards the reader's file, blocks in memory,
  * cache fd and window; blocks->lock may be taken under it (a reader taking
  * a landed readahead), never the reverse.  A reader is referenced by its open file and by each of
- * its readahead jobs.
+ * its readahead jobs.  Nothing here waits on the budget: every block buffer
+ * is taken with a try, and a flight is listed only once its buffer is taken
+ * (a reader's) or by readahead, whose job lands it with or without one, so
+ * a reader waiting for a flight waits for I/O only.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -227,19 +241,15 @@ void dlc_blocks_free(struct dlc_blocks *blocks)
 	free(blocks);
 }
 
-/* A blob for a block: waits for room (a reader), or only takes what is free
- * below half the budget (readahead, wait false: NULL when there is none). */
-static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, bool wait)
+/* A blob for a block, kept memory (budget.h): taken only if the budget's use
+ * stays at or below ceiling, never waited for; NULL when there is no room. */
+static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, uint64_t ceiling)
 {
 	struct dlc_budget *budget = blocks->budget;
 	struct dlc_blob *blob;
 
-	if (!wait) {
-		if (budget && !dlc_budget_try_acquire(budget, size, blocks->ahead_limit))
-			return NULL;
-	} else {
-		dlc_budget_acquire(budget, size);
-	}
+	if (budget && !dlc_budget_try_acquire(budget, size, ceiling))
+		return NULL;
 	blob = dlc_blob_spares_take(blocks->spares, size);   /* + 1 byte: see load_block */
 	if (!blob) {
 		dlc_budget_release(budget, size);
@@ -329,6 +339,59 @@ static int source_handle(struct dlc_block_reader *reader, void **out)
 	return 0;
 }
 
+/* The reader's file is not the snapshot's size on the source: logs and
+ * counts it; -EIO. */
+static int changed_size(struct dlc_block_reader *reader)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	char path[DLC_SNAPSHOT_PATH_MAX];
+
+	dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
+	if (dlc_snapshot_path(blocks->snapshot, reader->ino, path, sizeof(path)) < 0)
+		snprintf(path, sizeof(path), "inode %u", reader->ino);
+	dlc_log(DLC_LOG_WARNING, "%s changed size on the source since the snapshot; remount with -o refresh", path);
+	dlc_stats_set_error(blocks->stats, "a file changed size on the source since the snapshot");
+	return -EIO;
+}
+
+/*
+ * Reads [pos, pos + n) of the reader's file straight from the source into
+ * dst: the unbuffered read of a reader that found no room for its block
+ * (see "Memory" above).  A read reaching the file's end asks for one byte
+ * past it as well, as a block read does, so that a file that grew is seen
+ * too.  Nothing is offered to the cache (it takes checked whole blocks).
+ * 0 or -EIO.
+ */
+static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t pos, size_t n)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	void *handle;
+	ssize_t got;
+	char past;
+	int rc;
+
+	pthread_mutex_lock(&reader->lock);
+	rc = source_handle(reader, &handle);
+	pthread_mutex_unlock(&reader->lock);
+	if (rc < 0)
+		return rc;
+	/* The source logged and counted a failure, and counts the bytes. */
+	got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
+	if (got < 0)
+		return -EIO;
+	if ((uint64_t)got != n)
+		return changed_size(reader);
+	if (pos + n == reader->size) {
+		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, &past, 1, pos + n);
+		if (got < 0)
+			return -EIO;
+		if (got > 0)
+			return changed_size(reader);
+	}
+	dlc_stats_add(blocks->stats, DLC_STAT_UNBUFFERED_READS, 1);
+	return 0;
+}
+
 /*
  * Loads block index of the reader's file into blob (its exact length): from
  * the cache if it holds a good copy, else from the source in one read,
@@ -365,17 +428,9 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 				(uint64_t)index * blocks->block_size);
 	if (n < 0)
 		return -EIO;
-	if ((uint64_t)n != len) {
-		/* Drivers return short reads only at the end of the file. */
-		char path[DLC_SNAPSHOT_PATH_MAX];
-
-		dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
-		if (dlc_snapshot_path(blocks->snapshot, reader->ino, path, sizeof(path)) < 0)
-			snprintf(path, sizeof(path), "inode %u", reader->ino);
-		dlc_log(DLC_LOG_WARNING, "%s changed size on the source since the snapshot; remount with -o refresh", path);
-		dlc_stats_set_error(blocks->stats, "a file changed size on the source since the snapshot");
-		return -EIO;
-	}
+	/* Drivers return short reads only at the end of the file. */
+	if ((uint64_t)n != len)
+		return changed_size(reader);
 	dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_MISSES, 1);
 	*from_source = true;
 	return 0;
@@ -448,66 +503,116 @@ static void offer_later(struct dlc_blocks *blocks, struct block_flight *f)
 		offer_and_settle(blocks, f);
 }
 
-/* Block index of the reader's file, one flight per block: one blob
- * reference in *out, or -errno. */
+/*
+ * Waits for listed flight f to land and takes its bytes for the reader: its
+ * rc, and when 0 one blob reference in *out.  Lock held.
+ */
+static int join(struct dlc_blocks *blocks, struct block_flight *f,
+		const struct dlc_block_reader *reader, struct dlc_blob **out)
+{
+	int rc;
+
+	f->refs++;
+	while (!f->landed)
+		pthread_cond_wait(&blocks->landed, &blocks->lock);
+	rc = f->rc;
+	if (rc == 0 && f->blob)
+		*out = dlc_blob_get(f->blob);
+	take(blocks, f, reader);        /* the reader holds it now */
+	put_flight(f);
+	return *out || rc < 0 ? rc : -EIO;
+}
+
+/*
+ * A buffer for block index of the reader's own flight, without waiting
+ * (see "Memory" above): when the budget has no room, the reader gives back
+ * its oldest block in memory and tries once more.  NULL when there is still
+ * none.
+ */
+static struct dlc_blob *reader_blob(struct dlc_block_reader *reader, uint32_t index)
+{
+	struct dlc_blocks *blocks = reader->blocks;
+	uint64_t ceiling = dlc_budget_kept_ceiling(blocks->budget);
+	struct dlc_blob *blob = blob_new(blocks, block_len(reader, index), ceiling);
+	struct dlc_blob *oldest = NULL;
+
+	if (blob || !blocks->budget)
+		return blob;
+	pthread_mutex_lock(&reader->lock);
+	for (unsigned i = blocks->held_blocks; i-- > 0;) {
+		if (reader->held[i]) {
+			oldest = reader->held[i];
+			reader->held[i] = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&reader->lock);
+	if (!oldest)
+		return NULL;
+	dlc_blob_put(oldest);
+	return blob_new(blocks, block_len(reader, index), ceiling);
+}
+
+/*
+ * Block index of the reader's file, one flight per block: 0 with one blob
+ * reference in *out; 0 with *out NULL when the budget has no room for the
+ * block (the caller reads unbuffered); or -errno.  Waits for flights (I/O),
+ * never for memory.
+ */
 static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob **out)
 {
 	struct dlc_blocks *blocks = reader->blocks;
-	bool from_source = false;
+	struct dlc_blob *blob = NULL;
+	bool from_source = false, joined_ahead = false;
 	struct block_flight *f;
 	int rc;
 
 	*out = NULL;
 	pthread_mutex_lock(&blocks->lock);
-	f = find_flight(blocks, reader->ino, index);
-	if (f) {
-		bool ahead = f->ahead;
-
-		f->refs++;
-		while (!f->landed)
-			pthread_cond_wait(&blocks->landed, &blocks->lock);
-		rc = f->rc;
-		if (rc == 0 && f->blob)
-			*out = dlc_blob_get(f->blob);
-		take(blocks, f, reader);        /* the reader holds it now */
-		put_flight(f);
-		/* A readahead that failed (no room, the source) must not fail
-		 * the reader: it reads the block itself, below. */
-		if (!(ahead && rc < 0)) {
-			pthread_mutex_unlock(&blocks->lock);
-			return *out || rc < 0 ? rc : -EIO;
-		}
+	for (;;) {
 		f = find_flight(blocks, reader->ino, index);
 		if (f) {
-			/* Another reader took over meanwhile: one wait more. */
-			f->refs++;
-			while (!f->landed)
-				pthread_cond_wait(&blocks->landed, &blocks->lock);
-			rc = f->rc;
-			if (rc == 0 && f->blob)
-				*out = dlc_blob_get(f->blob);
-			take(blocks, f, reader);
-			put_flight(f);
-			pthread_mutex_unlock(&blocks->lock);
-			return *out || rc < 0 ? rc : -EIO;
+			bool ahead = f->ahead;
+
+			rc = join(blocks, f, reader, out);
+			/* A readahead that failed (no room, the source) must not
+			 * fail the reader: it reads the block itself, after one
+			 * more look (another reader may have taken over). */
+			if (!(ahead && rc < 0) || joined_ahead) {
+				pthread_mutex_unlock(&blocks->lock);
+				dlc_blob_put(blob);
+				return rc;
+			}
+			joined_ahead = true;
+			continue;
 		}
+		if (blob)
+			break;
+		/* The buffer before the flight is listed: a reader that joins
+		 * a listed flight waits for its I/O, never for memory. */
+		pthread_mutex_unlock(&blocks->lock);
+		blob = reader_blob(reader, index);
+		if (!blob)
+			return 0;
+		pthread_mutex_lock(&blocks->lock);
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		pthread_mutex_unlock(&blocks->lock);
+		dlc_blob_put(blob);
 		return -ENOMEM;
 	}
 	f->ino = reader->ino;
 	f->index = index;
 	f->blocks = blocks;
+	f->blob = blob;
 	f->refs = 2;            /* the list's and ours */
 	f->listed = true;
 	f->next = blocks->flights;
 	blocks->flights = f;
 	pthread_mutex_unlock(&blocks->lock);
 
-	f->blob = blob_new(blocks, block_len(reader, index), true);
-	rc = f->blob ? load_block(reader, index, f->blob, &from_source) : -ENOMEM;
+	rc = load_block(reader, index, f->blob, &from_source);
 
 	pthread_mutex_lock(&blocks->lock);
 	land(blocks, f, rc);
@@ -583,7 +688,7 @@ static void run_ahead(void *arg)
 	wanted = f->owner != NULL;
 	pthread_mutex_unlock(&blocks->lock);
 	if (wanted)
-		f->blob = blob_new(blocks, block_len(reader, f->index), false);
+		f->blob = blob_new(blocks, block_len(reader, f->index), blocks->ahead_limit);
 	if (f->blob)
 		rc = load_block(reader, f->index, f->blob, &from_source);
 	if (rc == 0)
@@ -949,10 +1054,14 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n) &&
 		    !read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
 			rc = get_block(reader, index, &blob);
+			if (rc == 0 && !blob)
+				rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
 			if (rc < 0)
 				return rc == -ENOMEM ? -ENOMEM : -EIO;
-			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
-			hold(reader, index, blob);
+			if (blob) {
+				memcpy((char *)buf + (pos - off), blob->data + in_block, n);
+				hold(reader, index, blob);
+			}
 		}
 		pos += n;
 	}

@@ -2,19 +2,23 @@
  * chunks.c - reads the files of a packed source out of its tar chunks (see
  * chunks.h for the contract).
  *
- * Handles.  chunks[c].file is opened by the first reader of chunk c, under
- * open_lock (so one open per chunk however many readers arrive together).
- * A reader takes a use of the handle for its pread (users), so a handle is
- * never closed under a read.  Open handles are kept in an LRU list, and at
- * most max_open of them stay open: opening one more closes the least
- * recently used idle ones first (a packed ImageNet has thousands of chunks,
- * and the process has far fewer descriptors).  Handles in use are never
- * closed, so the count may pass max_open by the readers in flight.  An open
- * that fails is not remembered: the next read tries again, so a source that
- * comes back heals.  An open that fails for lack of descriptors (EMFILE,
- * ENFILE) closes every idle handle and tries once more; if it fails again,
- * that read fails with EIO and says so, but the chunk is not reported as
- * damaged.
+ * Handles.  chunks[c].file is opened by the first reader of chunk c: it
+ * marks the chunk opening under open_lock and opens it without the lock,
+ * so a source open that hangs (up to source_timeout) holds up only the
+ * readers of that chunk, who wait on `opened` for its outcome (one open
+ * per chunk however many readers arrive together), never the readers of
+ * chunks already open.  A reader takes a use of the handle for its pread
+ * (users), so a handle is never closed under a read.  Open handles are kept
+ * in an LRU list, and at most max_open of them stay open: opening one more
+ * detaches the least recently used idle ones first, and closes them after
+ * unlocking (a packed ImageNet has thousands of chunks, and the process has
+ * far fewer descriptors).  Handles in use are never closed, so the count
+ * may pass max_open by the readers in flight.  An open that fails is not
+ * remembered past the readers that waited for it (they fail with it): the
+ * next read tries again, so a source that comes back heals.  An open that
+ * fails for lack of descriptors (EMFILE, ENFILE) closes every idle handle
+ * and tries once more; if it fails again, that read fails with EIO and says
+ * so, but the chunk is not reported as damaged.
  *
  * Checks.  A file is one pread of exactly its size at its offset: a short
  * read means the chunk ends before the file (truncated or replaced), and
@@ -37,7 +41,11 @@
  * (a damaged member, or a second inode at the same bytes) looks in the cache
  * and reads its file alone.  At most MAX_PASSES passes run at once, so
  * memory stays bounded; a miss finding them all busy reads its file alone
- * and leaves the chunk for a later pass.
+ * and leaves the chunk for a later pass.  A pass's window is taken from the
+ * budget without waiting: the miss that starts it holds its own file's
+ * bytes, and a thread holding memory never waits for more (budget.h).  With
+ * no room, the miss reads its file alone and leaves the chunk for a later
+ * pass too.
  *
  * Held bytes.  A member that admission refuses would be lost once its pass
  * has gone by, yet a chunk-wise reader comes for the members of a chunk
@@ -51,13 +59,20 @@
  * INVARIANTS.  hold_lock guards the ring, held_at and held_bytes (taken
  * alone, never with lock or open_lock).  lock guards every chunk's pass, passed_to and waiting list,
  * each waiter's filled flag, and running; passed_to only grows while its
- * pass runs; a chunk's pass goes NONE -> RUNNING -> DONE once per mount.  A
+ * pass runs; a chunk's pass goes NONE -> RUNNING -> DONE once per mount
+ * (RUNNING -> NONE when its window found no room in the budget).  A
  * waiter's buffer is written only by the pass that found it in the list,
  * before it sets filled, and the waiter leaves the list before it returns.
  * No lock is held while reading the source, copying bytes or calling the
- * callback.  open_lock guards every chunk's file, users and LRU links, and
- * open_count.  Lock order: open_lock is never taken with lock held, nor the
- * other way round.
+ * callback.  open_lock guards every chunk's file, users, LRU links,
+ * opening, opens and open_rc, and open_count.  A chunk is opening from the
+ * moment a reader takes on its open until it sets file (or open_rc) and
+ * broadcasts `opened`; while it is, file is NULL, the chunk is not in the
+ * LRU list and counts in open_count (so concurrent opens of other chunks
+ * stay within max_open), and no other reader opens it.  No source call
+ * (open or close) is made with open_lock held: handles to close are first
+ * detached (out of the list and the count).  Lock order: open_lock is never
+ * taken with lock held, nor the other way round.
  */
 #include <assert.h>
 #include <errno.h>
@@ -101,6 +116,9 @@ struct chunk {
 	struct dlc_backend_file *file;               /* guarded by open_lock; NULL: closed */
 	unsigned users;                              /* guarded by open_lock: preads under way */
 	uint32_t lru_prev, lru_next;                 /* guarded by open_lock: chunk + 1, 0 = none */
+	bool opening;                                /* guarded by open_lock: a reader opens it */
+	unsigned opens;                              /* guarded by open_lock: opens ended */
+	int open_rc;                                 /* guarded by open_lock: the last one's */
 	atomic_bool reported;                        /* its first failure was logged */
 	uint32_t first_member;                       /* whole chunks: members[first..] */
 	uint32_t nmembers;
@@ -121,8 +139,9 @@ struct dlc_chunks {
 	uint32_t count;
 	uint32_t *members;              /* whole chunks: regular files by chunk, by offset */
 	pthread_mutex_t open_lock;
+	pthread_cond_t opened;          /* a chunk's open ended (with open_lock) */
 	uint32_t lru_head, lru_tail;    /* guarded by open_lock: open handles, newest first */
-	unsigned open_count;            /* guarded by open_lock */
+	unsigned open_count;            /* guarded by open_lock: open and opening */
 	unsigned max_open;              /* handles kept open at most (idle ones closed) */
 	pthread_mutex_t lock;
 	pthread_cond_t passed;          /* a pass moved on or ended */
@@ -252,6 +271,7 @@ int dlc_chunks_create(struct dlc_backend *backend, const struct dlc_snapshot *sn
 	}
 	pthread_mutex_init(&chunks->hold_lock, NULL);
 	pthread_mutex_init(&chunks->open_lock, NULL);
+	pthread_cond_init(&chunks->opened, NULL);
 	pthread_mutex_init(&chunks->lock, NULL);
 	pthread_cond_init(&chunks->passed, NULL);
 	*out = chunks;
@@ -283,6 +303,7 @@ void dlc_chunks_free(struct dlc_chunks *chunks)
 	}
 	pthread_cond_destroy(&chunks->passed);
 	pthread_mutex_destroy(&chunks->lock);
+	pthread_cond_destroy(&chunks->opened);
 	pthread_mutex_destroy(&chunks->open_lock);
 	pthread_mutex_destroy(&chunks->hold_lock);
 	free(chunks->held);
@@ -352,8 +373,7 @@ static void lru_push_front(struct dlc_chunks *chunks, uint32_t c)
 /*
  * Detaches idle handles, least recently used first, until at most keep are
  * open (or none idle is left), into out (n of them, at most max), for the
- * caller to close.  Called with open_lock held; the caller closes them
- * under it too, as it opens under it (one open per chunk).
+ * caller to close after it unlocks.  Called with open_lock held.
  */
 static void detach_idle(struct dlc_chunks *chunks, unsigned keep,
 					     struct dlc_backend_file **out, size_t *n, size_t max)
@@ -384,17 +404,53 @@ static void close_detached(struct dlc_chunks *chunks, struct dlc_backend_file **
 }
 
 /*
+ * Opens chunk c on the source without open_lock (the caller marked it
+ * opening), after closing the handles detached for room; out of
+ * descriptors, closes every idle handle and tries once more.
+ */
+static int chunk_open(struct dlc_chunks *chunks, uint32_t c, struct dlc_backend_file **closing,
+		      size_t nclosing, struct dlc_backend_file **file)
+{
+	const char *path = dlc_snapshot_chunk_path(chunks->snapshot, c);
+	int rc;
+
+	close_detached(chunks, closing, nclosing);
+	rc = dlc_backend_open(chunks->backend, path, file);
+	if (rc == -EMFILE || rc == -ENFILE) {
+		pthread_mutex_lock(&chunks->open_lock);
+		detach_idle(chunks, 0, closing, &nclosing, CLOSE_BATCH);
+		pthread_mutex_unlock(&chunks->open_lock);
+		close_detached(chunks, closing, nclosing);
+		rc = dlc_backend_open(chunks->backend, path, file);
+	}
+	return rc;
+}
+
+/*
  * Takes a use of chunk c's handle, opening it (and closing idle ones beyond
- * max_open) as needed; release it with chunk_put.  NULL after logging.
+ * max_open) as needed, or waiting for the reader that opens it; release it
+ * with chunk_put.  NULL after logging.
  */
 static struct dlc_backend_file *chunk_get(struct dlc_chunks *chunks, uint32_t c)
 {
-	struct dlc_backend_file *closing[CLOSE_BATCH], *file;
+	struct dlc_backend_file *closing[CLOSE_BATCH], *file = NULL;
 	struct chunk *chunk = &chunks->chunks[c];
 	size_t nclosing = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&chunks->open_lock);
+	while (chunk->opening) {
+		unsigned opens = chunk->opens;
+
+		while (chunk->opening)
+			pthread_cond_wait(&chunks->opened, &chunks->open_lock);
+		/* The open waited for failed: so does this read (the next tries again). */
+		if (!chunk->file && chunk->opens != opens && chunk->open_rc < 0) {
+			rc = chunk->open_rc;
+			pthread_mutex_unlock(&chunks->open_lock);
+			goto failed;
+		}
+	}
 	file = chunk->file;
 	if (file) {
 		lru_unlink(chunks, c);
@@ -403,25 +459,30 @@ static struct dlc_backend_file *chunk_get(struct dlc_chunks *chunks, uint32_t c)
 		pthread_mutex_unlock(&chunks->open_lock);
 		return file;
 	}
-	if (chunks->open_count >= chunks->max_open) {
+	chunk->opening = true;
+	if (chunks->open_count >= chunks->max_open)
 		detach_idle(chunks, chunks->max_open - 1, closing, &nclosing, CLOSE_BATCH);
-		close_detached(chunks, closing, nclosing);
-	}
-	rc = dlc_backend_open(chunks->backend, dlc_snapshot_chunk_path(chunks->snapshot, c), &file);
-	if (rc == -EMFILE || rc == -ENFILE) {
-		/* Out of descriptors: give back every idle handle, then once more. */
-		detach_idle(chunks, 0, closing, &nclosing, CLOSE_BATCH);
-		close_detached(chunks, closing, nclosing);
-		rc = dlc_backend_open(chunks->backend, dlc_snapshot_chunk_path(chunks->snapshot, c),
-				      &file);
-	}
+	chunks->open_count++;
+	pthread_mutex_unlock(&chunks->open_lock);
+
+	rc = chunk_open(chunks, c, closing, nclosing, &file);
+
+	pthread_mutex_lock(&chunks->open_lock);
+	chunk->opening = false;
+	chunk->opens++;
+	chunk->open_rc = rc;
 	if (rc == 0) {
 		chunk->file = file;
 		chunk->users = 1;
-		chunks->open_count++;
 		lru_push_front(chunks, c);
+	} else {
+		chunks->open_count--;
 	}
+	pthread_cond_broadcast(&chunks->opened);
 	pthread_mutex_unlock(&chunks->open_lock);
+	if (rc == 0)
+		return file;
+failed:
 	if (rc == -EMFILE || rc == -ENFILE) {
 		/* Not the chunk's fault: not reported as damaged. */
 		dlc_stats_add(chunks->stats, DLC_STAT_REMOTE_ERRORS, 1);
@@ -429,11 +490,8 @@ static struct dlc_backend_file *chunk_get(struct dlc_chunks *chunks, uint32_t c)
 			dlc_snapshot_chunk_path(chunks->snapshot, c), strerror(-rc));
 		return NULL;
 	}
-	if (rc < 0) {
-		chunk_failed(chunks, c, 0, "cannot be opened on the source (%s)", strerror(-rc));
-		return NULL;
-	}
-	return file;
+	chunk_failed(chunks, c, 0, "cannot be opened on the source (%s)", strerror(-rc));
+	return NULL;
 }
 
 static void chunk_put(struct dlc_chunks *chunks, uint32_t c)
@@ -550,10 +608,11 @@ static void fill_waiter(struct dlc_chunks *chunks, struct waiter *waiter)
 
 /*
  * The pass over chunk c: 0 when buf got ino's bytes, -EIO when they were bad,
- * -EAGAIN when the pass stopped before ino (the chunk could not be read).
+ * -EAGAIN when the pass stopped before ino (the chunk could not be read), or
+ * did not start: *no_room when the budget had no room for its window.
  */
 static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *buf,
-		    dlc_chunks_member_cb cb, void *arg)
+		    dlc_chunks_member_cb cb, void *arg, bool *no_room)
 {
 	struct chunk *chunk = &chunks->chunks[c];
 	const uint32_t *members = chunks->members + chunk->first_member;
@@ -574,7 +633,10 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 		if (member.offset + size > end)
 			end = member.offset + size;
 	}
-	dlc_budget_acquire(chunks->budget, cap + 1);
+	/* Work memory, given back below; never waited for (see the file's top). */
+	*no_room = chunks->budget && !dlc_budget_try_acquire(chunks->budget, cap + 1, chunks->budget->limit);
+	if (*no_room)
+		return -EAGAIN;
 	window = malloc(cap + 1);
 	if (!window) {
 		dlc_budget_release(chunks->budget, cap + 1);
@@ -648,6 +710,7 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 {
 	struct dlc_snapshot_member member;
 	struct chunk *chunk;
+	bool no_room;
 	int rc;
 
 	if (!chunks->whole || dlc_snapshot_chunk(chunks->snapshot, ino, &member) < 0)
@@ -658,11 +721,10 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 		chunk->pass = PASS_RUNNING;
 		chunks->running++;
 		pthread_mutex_unlock(&chunks->lock);
-
-		rc = run_pass(chunks, member.chunk, ino, buf, cb, arg);
+		rc = run_pass(chunks, member.chunk, ino, buf, cb, arg, &no_room);
 
 		pthread_mutex_lock(&chunks->lock);
-		chunk->pass = PASS_DONE;
+		chunk->pass = no_room ? PASS_NONE : PASS_DONE;
 		chunks->running--;
 		pthread_cond_broadcast(&chunks->passed);
 		pthread_mutex_unlock(&chunks->lock);
@@ -750,6 +812,17 @@ void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, 
 	chunks->held_bytes += size;
 	atomic_fetch_add_explicit(&chunks->held_count, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&chunks->hold_lock);
+}
+
+const uint64_t *dlc_chunks_recorded_hash(const struct dlc_chunks *chunks, uint32_t ino,
+					 uint64_t *hash)
+{
+	struct dlc_snapshot_member member;
+
+	if (!chunks || dlc_snapshot_chunk(chunks->snapshot, ino, &member) < 0)
+		return NULL;
+	*hash = member.hash;
+	return hash;
 }
 
 bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size)

@@ -46,8 +46,8 @@
  *
  * Packed sources.  When the snapshot is packed, a miss reads the file's byte
  * range out of its tar chunk through chunks.c (one source open per chunk for
- * the mount's life, every file checked against its recorded xxh3) instead of
- * opening the file; with chunk_fetch, the first miss on a chunk reads the
+ * the mount's life, every file checked against its recorded xxh3, as is a
+ * member's value from the cluster tier) instead of opening the file; with chunk_fetch, the first miss on a chunk reads the
  * whole chunk and offers every member to the cache through the normal
  * admission (members it refuses are held in memory a while by chunks.c, for
  * a chunk-wise reader), and a reader missing a member of a chunk being read
@@ -180,7 +180,8 @@ struct dlc_fetch {
 
 /*
  * A blob of size bytes, with room for one more (see read_source), drawn
- * from the fetcher's budget: waits for room.
+ * from the fetcher's budget: waits for room, the thread's work charge
+ * (budget.h) until it puts the blob or keeps it (keep_blob).
  */
 static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 {
@@ -196,164 +197,12 @@ static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 	return blob;
 }
 
-struct dlc_blob *dlc_blob_alloc(uint64_t size)
-{
-	struct dlc_blob *blob;
-
-	if (size > SIZE_MAX - sizeof(*blob) - 1 || !(blob = malloc(sizeof(*blob) + size + 1)))
-		return NULL;
-	atomic_init(&blob->refs, 1);
-	blob->budget = NULL;
-	blob->spares = NULL;
-	blob->base = NULL;
-	blob->size = size;
-	return blob;
-}
-
-static struct dlc_blob *blob_get(struct dlc_blob *blob)
-{
-	atomic_fetch_add(&blob->refs, 1);
-	return blob;
-}
-
-struct dlc_blob *dlc_blob_get(struct dlc_blob *blob)
-{
-	return blob_get(blob);
-}
-
-struct dlc_blob_spares {
-	pthread_mutex_t lock;
-	uint64_t capacity;
-	unsigned max;
-	unsigned count;                 /* lock: buffers in kept */
-	unsigned refs;                  /* lock: blobs out, + 1 until closed */
-	bool closed;                    /* lock */
-	struct dlc_blob **kept;         /* lock: max slots */
-};
-
-static void blob_free(struct dlc_blob *blob)
+/* blob_new's blob now belongs to a flight, staged or open file. */
+static struct dlc_blob *keep_blob(struct dlc_blob *blob)
 {
 	if (blob)
-		free(blob->base ? blob->base : blob);
-}
-
-/*
- * A spare buffer of capacity (+ 1) bytes whose data starts on a page:
- * the store reads a whole block into it with O_DIRECT (store.h), which
- * wants the buffer, like the file offset and length, aligned.  The page
- * before data holds the blob's header.
- */
-static struct dlc_blob *spare_new(uint64_t capacity)
-{
-	const size_t align = DLC_STORE_DIRECT_ALIGN;
-	struct dlc_blob *blob;
-	void *base;
-
-	if (capacity > SIZE_MAX - 2 * align ||
-	    posix_memalign(&base, align, align + ((capacity + 1 + align - 1) / align) * align) != 0)
-		return NULL;
-	blob = (struct dlc_blob *)((char *)base + align - sizeof(*blob));
-	blob->base = base;
+		dlc_budget_keep(blob->budget, blob->size);
 	return blob;
-}
-
-struct dlc_blob_spares *dlc_blob_spares_create(uint64_t capacity, unsigned max)
-{
-	struct dlc_blob_spares *spares = calloc(1, sizeof(*spares));
-
-	if (!spares || capacity == 0 || !(spares->kept = calloc(max ? max : 1, sizeof(*spares->kept)))) {
-		free(spares);
-		return NULL;
-	}
-	pthread_mutex_init(&spares->lock, NULL);
-	spares->capacity = capacity;
-	spares->max = max;
-	spares->refs = 1;
-	return spares;
-}
-
-static void spares_free(struct dlc_blob_spares *spares)
-{
-	pthread_mutex_destroy(&spares->lock);
-	free(spares->kept);
-	free(spares);
-}
-
-struct dlc_blob *dlc_blob_spares_take(struct dlc_blob_spares *spares, uint64_t size)
-{
-	struct dlc_blob *blob = NULL;
-
-	if (size > spares->capacity)
-		return NULL;
-	pthread_mutex_lock(&spares->lock);
-	if (spares->count > 0)
-		blob = spares->kept[--spares->count];
-	pthread_mutex_unlock(&spares->lock);
-	/* Every buffer has the full capacity, so that any can serve any size. */
-	if (!blob && !(blob = spare_new(spares->capacity)))
-		return NULL;
-	pthread_mutex_lock(&spares->lock);
-	spares->refs++;
-	pthread_mutex_unlock(&spares->lock);
-	atomic_init(&blob->refs, 1);
-	blob->budget = NULL;
-	blob->spares = spares;
-	blob->size = size;
-	return blob;
-}
-
-unsigned dlc_blob_spares_count(struct dlc_blob_spares *spares)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&spares->lock);
-	n = spares->count;
-	pthread_mutex_unlock(&spares->lock);
-	return n;
-}
-
-/* The last reference of blob, from spares: kept, or freed. */
-static void spares_put(struct dlc_blob_spares *spares, struct dlc_blob *blob)
-{
-	bool last;
-
-	pthread_mutex_lock(&spares->lock);
-	if (!spares->closed && spares->count < spares->max) {
-		spares->kept[spares->count++] = blob;
-		blob = NULL;
-	}
-	last = --spares->refs == 0;
-	pthread_mutex_unlock(&spares->lock);
-	blob_free(blob);
-	if (last)
-		spares_free(spares);
-}
-
-void dlc_blob_spares_close(struct dlc_blob_spares *spares)
-{
-	bool last;
-
-	if (!spares)
-		return;
-	pthread_mutex_lock(&spares->lock);
-	spares->closed = true;
-	while (spares->count > 0)
-		blob_free(spares->kept[--spares->count]);
-	last = --spares->refs == 0;
-	pthread_mutex_unlock(&spares->lock);
-	if (last)
-		spares_free(spares);
-}
-
-void dlc_blob_put(struct dlc_blob *blob)
-{
-	if (blob && atomic_fetch_sub(&blob->refs, 1) == 1) {
-		dlc_budget_release(blob->budget, blob->size);
-		if (blob->spares)
-			spares_put(blob->spares, blob);
-		else
-			blob_free(blob);
-	}
 }
 
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
@@ -682,14 +531,18 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;           /* to the cache, by the source (a chunk read) or here */
 	bool staged = false, stopping;
+	uint64_t hash;
 	int rc;
 
 	if (!blob) {
 		rc = -ENOMEM;
 		goto land;
 	}
-	/* The cluster tier, between the local cache and the source: never fatal. */
-	if (fetch->tier && dlc_tier_get(fetch->tier, flight->ino, blob->data, size) == 0) {
+	/* The cluster tier, between the local cache and the source: never
+	 * fatal; a packed member's bytes must match its recorded xxh3. */
+	if (fetch->tier &&
+	    dlc_tier_get(fetch->tier, flight->ino, blob->data, size,
+			 dlc_chunks_recorded_hash(fetch->chunks, flight->ino, &hash)) == 0) {
 		offered = offer_landing(fetch, flight, blob->data, size);
 		rc = 0;
 		goto land;
@@ -711,7 +564,7 @@ land:
 	flight->landed = true;
 	flight->rc = rc;
 	if (rc == 0)
-		flight->blob = blob;
+		flight->blob = keep_blob(blob);
 	else
 		dlc_blob_put(blob);
 	/*
@@ -722,7 +575,7 @@ land:
 	if (rc == 0 && flight->stage_seq && !fetch->stopping &&
 	    fetch->announced[flight->ino] == flight->stage_seq) {
 		fetch->staged[fetch->nstaged++] = (struct staged) {
-			flight->ino, flight->stage_seq, blob_get(blob), monotonic_ns(), offered
+			flight->ino, flight->stage_seq, dlc_blob_get(blob), monotonic_ns(), offered
 		};
 		fetch->staged_bytes += blob->size;
 		staged = true;
@@ -776,7 +629,7 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 		pthread_cond_wait(&fetch->landed, &fetch->lock);
 	rc = flight->rc;
 	if (rc == 0 && out)
-		*out = blob_get(flight->blob);
+		*out = dlc_blob_get(flight->blob);
 	flight_put(fetch, flight);
 	pthread_mutex_unlock(&fetch->lock);
 	return rc;
@@ -893,7 +746,7 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc
 		 * already consumed (note_open), but once the reader has its answer
 		 * (the caller's dlc_fetch_offer_later): admission decides then. */
 		if (!offered)
-			*later = blob_get(blob);
+			*later = dlc_blob_get(blob);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_PREFETCH_HITS, 1);
 		*out = blob;
@@ -906,14 +759,14 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc
 		/* Read with its whole chunk a moment ago, refused by admission. */
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_CHUNK_HITS, 1);
-		*out = blob;
+		*out = keep_blob(blob);
 		return 0;
 	}
 	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
 		dlc_cache_hit(fetch->cache, ino);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
-		*out = blob;
+		*out = keep_blob(blob);
 		return 0;
 	}
 	dlc_blob_put(blob);

@@ -127,7 +127,10 @@ void dlc_backend_destroy(struct dlc_backend *backend)
 int dlc_backend_list(struct dlc_backend *backend, const char *dir,
 		     dlc_backend_list_cb cb, void *arg)
 {
-	int rc = backend->ops->list(backend->priv, dir, cb, arg);
+	int rc;
+
+	dlc_cause_thread_clear();
+	rc = backend->ops->list(backend->priv, dir, cb, arg);
 
 	count_call(backend, DLC_BACKEND_LIST, rc);
 	return rc;

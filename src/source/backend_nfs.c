@@ -28,6 +28,12 @@
  * server has already returned at least as many bytes in one READ as the piece
  * asked for (largest_read); otherwise the next piece is asked for, and tells.
  *
+ * Symlinks.  libnfs resolves a symlink met before the last component of a
+ * path on the client, and O_NOFOLLOW guards only the last, so each open,
+ * stat and listing by path is checked by a walk that follows none
+ * (backend_nfs_walk.c): the call counts only when what it reached is what
+ * the walk reached; otherwise it fails with ELOOP.
+ *
  * Create.  The host is resolved and one connection made, so that a bad host,
  * export or port fails the mount with a sentence; when the server cannot be
  * reached, a plain TCP connect to its port tells refused from unanswered.
@@ -176,11 +182,20 @@ static int run_list(struct nfs_backend *nb, unsigned s, void *arg)
 {
 	struct nfs_context *nfs = nb->slots[s].nfs;
 	struct list_call *call = arg;
+	struct dlc_nfs_walked before, after;
 	struct nfsdirent *entry;
 	struct nfsdir *dir;
 	int rc;
 
 	list_call_reset(call);
+	/* libnfs follows symlinks in every component of a directory it opens,
+	 * and tells nothing of the directory it listed: a walk that follows
+	 * none, before and after, must reach one directory. */
+	rc = dlc_nfs_walk(nb, s, call->path, &before);
+	if (rc == 0 && before.is_link)
+		rc = -ELOOP;
+	if (rc < 0)
+		return rc;
 	rc = nfs_opendir(nfs, call->path, &dir);
 	if (rc < 0)
 		return rc;
@@ -231,6 +246,10 @@ static int run_list(struct nfs_backend *nb, unsigned s, void *arg)
 		}
 	}
 	nfs_closedir(nfs, dir);
+	if (rc == 0)
+		rc = dlc_nfs_walk(nb, s, call->path, &after);
+	if (rc == 0 && (after.is_link || after.fileid != before.fileid))
+		rc = -ELOOP;
 	return rc;
 }
 
@@ -269,11 +288,20 @@ struct stat_call {
 	struct nfs_stat_64 st;
 };
 
+/* An lstat by path, which counts only when a walk that follows no symlink
+ * reaches the same object (see open_on_slot). */
 static int run_stat(struct nfs_backend *nb, unsigned s, void *arg)
 {
 	struct stat_call *call = arg;
+	struct dlc_nfs_walked walked;
+	int rc;
 
-	return nfs_lstat64(nb->slots[s].nfs, call->path, &call->st);
+	rc = nfs_lstat64(nb->slots[s].nfs, call->path, &call->st);
+	if (rc == 0)
+		rc = dlc_nfs_walk(nb, s, call->path, &walked);
+	if (rc == 0 && walked.reached && walked.fileid != call->st.nfs_ino)
+		rc = -ELOOP;
+	return rc;
 }
 
 static int nfs_backend_stat(void *priv, const char *path, struct dlc_backend_attr *out)
@@ -292,27 +320,39 @@ static int nfs_backend_stat(void *priv, const char *path, struct dlc_backend_att
 	return 0;
 }
 
-/* Opens file on slot s, which must hold no handle for it yet. */
+/*
+ * Opens file on slot s, which must hold no handle for it yet.  libnfs walks
+ * the path itself and would follow a symlink before the last component, so
+ * the open counts only when its handle names the object that a walk made
+ * after it, following none (dlc_nfs_walk), reached: the same file handle
+ * (one round trip), or else the same fileid (a GETATTR more): a symlink in
+ * any component, then or at the open, gives -ELOOP and nothing is read.
+ */
 static int open_on_slot(struct nfs_backend *nb, unsigned s, struct dlc_backend_file *file)
 {
 	struct nfs_context *nfs = nb->slots[s].nfs;
+	struct dlc_nfs_walked walked;
 	struct nfsfh *handle;
+	struct nfs_stat_64 st;
 	int rc;
 
 	rc = nfs_open(nfs, file->path, O_RDONLY | O_NOFOLLOW, &handle);
 	if (rc < 0)
 		return rc;
-	if (nb->source.version == 3) {
+	rc = dlc_nfs_walk(nb, s, file->path, &walked);
+	if (rc == 0 && walked.is_link)
+		rc = -ELOOP;
+	if (rc == 0 && !(walked.is_regular && dlc_nfs_walked_is(&walked, handle))) {
 		/* NFSv4's OPEN refuses what is not a regular file; v3 has no OPEN. */
-		struct nfs_stat_64 st;
-
 		rc = nfs_fstat64(nfs, handle, &st);
 		if (rc == 0 && !S_ISREG(st.nfs_mode))
 			rc = S_ISDIR(st.nfs_mode) ? -EISDIR : -EINVAL;
-		if (rc < 0) {
-			nfs_close(nfs, handle);
-			return rc;
-		}
+		if (rc == 0 && walked.fileid != st.nfs_ino)
+			rc = -ELOOP;
+	}
+	if (rc < 0) {
+		nfs_close(nfs, handle);
+		return rc;
 	}
 	dlc_nfs_file_attach(nb, s, file, handle);
 	return 0;

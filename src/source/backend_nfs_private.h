@@ -99,4 +99,28 @@ struct nfsfh *dlc_nfs_file_detach(struct nfs_backend *nb, unsigned s,
 int dlc_nfs_run_on_slot(struct nfs_backend *nb, uint64_t prefer,
 			int (*run)(struct nfs_backend *nb, unsigned s, void *arg), void *arg);
 
+/* What dlc_nfs_walk reached. */
+struct dlc_nfs_walked {
+	bool reached;               /* false for "/": the root, known by its handle */
+	bool is_link;               /* the last component is a symlink */
+	bool is_regular;            /* ... or a regular file */
+	uint64_t fileid;            /* the object's, as fstat's nfs_ino gives it */
+	unsigned fh_len;            /* its file handle (NFSv4 allows 128 bytes) */
+	unsigned char fh[128];
+};
+
+/*
+ * Looks path ("/" + a canonical relative path) up on slot s (held,
+ * connected) from the source's root, one component at a time on the server,
+ * following no symlink (backend_nfs_walk.c).  0 with *out filled; -ELOOP
+ * when a component before the last is a symlink; -ENOENT, -ENOTDIR, -EACCES
+ * as the server answers; -EIO or -EINTR when the connection failed.
+ */
+int dlc_nfs_walk(struct nfs_backend *nb, unsigned s, const char *path,
+		 struct dlc_nfs_walked *out);
+
+/* True when handle (from libnfs) is the file handle the walk reached: the
+ * same object (equal handles name one object on a server). */
+bool dlc_nfs_walked_is(const struct dlc_nfs_walked *walked, struct nfsfh *handle);
+
 #endif

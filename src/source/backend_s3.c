@@ -5,11 +5,16 @@
  * (s3_sign.c).
  *
  * Listings.  A directory DIR is one ListObjectsV2 query (prefix
- * PREFIX/DIR/, delimiter '/'), page after page by continuation token: each
- * <Contents> is a file (its size, LastModified and ETag kept), each
- * <CommonPrefixes> a directory.  The XML is parsed with libexpat.  Pages
- * are gathered whole before the callback sees any entry, so a page retried
- * never repeats one.  A key that is also a prefix ("a" and "a/b") shows as
+ * PREFIX/DIR/, delimiter '/', encoding-type=url), page after page by
+ * continuation token: each <Contents> is a file (its size, LastModified and
+ * ETag kept), each <CommonPrefixes> a directory.  The XML is parsed with
+ * libexpat; texts and tokens have no length limit.  A page's keys are
+ * decoded once it is read, when it says they are encoded (<EncodingType>
+ * comes after them on S3; a server that ignores the parameter sends them
+ * raw).  A page truncated without a token, or one that does not parse,
+ * fails the listing with a sentence (dlc_cause_thread_set): a directory
+ * is listed whole or not at all.  Pages are gathered whole before the
+ * callback sees any entry, so a page retried never repeats one.  A key that is also a prefix ("a" and "a/b") shows as
  * the directory; "dir/" markers and keys with an empty, "." or ".."
  * component are left out (no path could name them).  The snapshot's crawl
  * threads list directories in parallel, each on its own connection.
@@ -17,8 +22,11 @@
  * Reads.  open asks nothing of the remote: it takes the ETag the snapshot
  * recorded (set_versions) and pread sends a ranged GET with If-Match, so an
  * object replaced after the snapshot fails the read (412: EIO, logged once)
- * instead of mixing versions.  A whole small file is one GET (the read path
- * asks for it in one pread).  The retries and the time limit are
+ * instead of mixing versions.  Each answer is checked against the asked
+ * range and the snapshot's ETag and size before a byte of it is used
+ * (backend_s3_http.c); one that breaks the protocol fails the read with EIO
+ * and a sentence naming the server's fault.  A whole small file is one GET
+ * (the read path asks for it in one pread).  The retries and the time limit are
  * backend_s3_http.c's.  After mount the driver sends no LIST and no HEAD
  * (stat is a HEAD, and only a packed source's snapshot lookup asks it,
  * before mount).
@@ -41,6 +49,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/s3_parse.h"
 #include "backend_s3_private.h"
 
 #define FILE_MODE (S_IFREG | 0444)
@@ -49,7 +58,8 @@
 struct dlc_backend_file {
 	char *key;
 	char etag[S3_ETAG_MAX];       /* "" when the snapshot has none */
-	char *path;                   /* for log lines */
+	bool size_known;              /* the snapshot holds the object: its size */
+	uint64_t size;
 };
 
 /* ------------------------------------------------------------------------
@@ -62,25 +72,47 @@ struct listed {
 	struct dlc_backend_attr attr;
 };
 
+/* An entry of the page being parsed, its key as the server wrote it: the
+ * page says whether keys are URL-encoded (<EncodingType>) anywhere in it,
+ * after the keys as often as not, so keys are decoded once it is read. */
+struct raw_entry {
+	char *key;
+	char *etag;                   /* NULL for a common prefix */
+	uint64_t size;
+	int64_t mtime;
+};
+
 struct listing {
 	const char *prefix;           /* the listed prefix, "PREFIX/DIR/" */
 	size_t prefix_len;
 	struct listed *entries;
 	size_t count, cap;
-	/* Parser state for one page. */
+	/* Parser state for one page.  Texts have no length limit: a key is at
+	 * most 1 KiB, but a continuation token may be of any length. */
 	int depth;
 	bool in_contents, in_prefixes;
-	char text[2048];              /* the current leaf's text */
-	size_t text_len;
-	bool text_long;
-	char key[2048];
+	char *text;                   /* the current leaf's text */
+	size_t text_len, text_cap;
+	char *key;                    /* the current <Contents>' */
 	char etag[S3_ETAG_MAX];
 	uint64_t size;
 	int64_t mtime;
+	struct raw_entry *page;
+	size_t page_count, page_cap;
+	bool url_encoded;             /* <EncodingType>url</EncodingType> */
 	bool truncated;
-	char token[2048];
+	char *token;                  /* NextContinuationToken, NULL when none */
 	int error;
 };
+
+static void page_clear(struct listing *listing)
+{
+	for (size_t i = 0; i < listing->page_count; i++) {
+		free(listing->page[i].key);
+		free(listing->page[i].etag);
+	}
+	listing->page_count = 0;
+}
 
 static void listing_free(struct listing *listing)
 {
@@ -89,6 +121,11 @@ static void listing_free(struct listing *listing)
 		free(listing->entries[i].etag);
 	}
 	free(listing->entries);
+	page_clear(listing);
+	free(listing->page);
+	free(listing->text);
+	free(listing->key);
+	free(listing->token);
 }
 
 static int64_t parse_iso_time(const char *text)
@@ -103,7 +140,8 @@ static int64_t parse_iso_time(const char *text)
 /* Adds the entry called by the part of key after the listed prefix (a
  * trailing '/' dropped for a prefix); names that cannot be paths are left
  * out. */
-static void listing_add(struct listing *listing, const char *key, bool dir)
+static void listing_add(struct listing *listing, const char *key, bool dir, const char *etag,
+			uint64_t size, int64_t mtime)
 {
 	size_t len;
 	struct listed *entry;
@@ -132,7 +170,7 @@ static void listing_add(struct listing *listing, const char *key, bool dir)
 	memset(entry, 0, sizeof(*entry));
 	entry->name = strndup(key, len);
 	if (!dir)
-		entry->etag = strdup(listing->etag);
+		entry->etag = strdup(etag);
 	if (!entry->name || (!dir && !entry->etag)) {
 		free(entry->name);
 		free(entry->etag);
@@ -140,21 +178,55 @@ static void listing_add(struct listing *listing, const char *key, bool dir)
 		return;
 	}
 	entry->attr.mode = dir ? DIR_MODE : FILE_MODE;
-	entry->attr.size = dir ? 0 : listing->size;
-	entry->attr.mtime_sec = dir ? 0 : listing->mtime;
+	entry->attr.size = dir ? 0 : size;
+	entry->attr.mtime_sec = dir ? 0 : mtime;
 	listing->count++;
+}
+
+/* Keeps an entry of the page, key as written (copied). */
+static void page_add(struct listing *listing, const char *key, const char *etag)
+{
+	struct raw_entry *entry;
+
+	if (listing->error)
+		return;
+	if (listing->page_count == listing->page_cap) {
+		size_t cap = listing->page_cap ? listing->page_cap * 2 : 256;
+		struct raw_entry *grown = realloc(listing->page, cap * sizeof(*grown));
+
+		if (!grown) {
+			listing->error = -ENOMEM;
+			return;
+		}
+		listing->page = grown;
+		listing->page_cap = cap;
+	}
+	entry = &listing->page[listing->page_count];
+	entry->key = strdup(key);
+	entry->etag = etag ? strdup(etag) : NULL;
+	entry->size = listing->size;
+	entry->mtime = listing->mtime;
+	if (!entry->key || (etag && !entry->etag)) {
+		free(entry->key);
+		free(entry->etag);
+		listing->error = -ENOMEM;
+		return;
+	}
+	listing->page_count++;
 }
 
 static void XMLCALL on_start(void *arg, const XML_Char *name, const XML_Char **attrs)
 {
 	struct listing *listing = arg;
 
+	(void)attrs;
 	listing->depth++;
 	listing->text_len = 0;
-	listing->text_long = false;
 	if (listing->depth == 2 && strcmp(name, "Contents") == 0) {
 		listing->in_contents = true;
-		listing->key[0] = listing->etag[0] = '\0';
+		free(listing->key);
+		listing->key = NULL;
+		listing->etag[0] = '\0';
 		listing->size = 0;
 		listing->mtime = 0;
 	} else if (listing->depth == 2 && strcmp(name, "CommonPrefixes") == 0) {
@@ -166,9 +238,21 @@ static void XMLCALL on_text(void *arg, const XML_Char *text, int len)
 {
 	struct listing *listing = arg;
 
-	if (listing->text_len + (size_t)len >= sizeof(listing->text)) {
-		listing->text_long = true;
+	if (listing->error)
 		return;
+	if (listing->text_len + (size_t)len + 1 > listing->text_cap) {
+		size_t cap = listing->text_cap ? listing->text_cap : 256;
+		char *grown;
+
+		while (cap < listing->text_len + (size_t)len + 1)
+			cap *= 2;
+		grown = realloc(listing->text, cap);
+		if (!grown) {
+			listing->error = -ENOMEM;
+			return;
+		}
+		listing->text = grown;
+		listing->text_cap = cap;
 	}
 	memcpy(listing->text + listing->text_len, text, (size_t)len);
 	listing->text_len += (size_t)len;
@@ -177,55 +261,92 @@ static void XMLCALL on_text(void *arg, const XML_Char *text, int len)
 static void XMLCALL on_end(void *arg, const XML_Char *name)
 {
 	struct listing *listing = arg;
-	const char *text = listing->text;
+	const char *text = listing->text_len ? listing->text : "";
 
-	listing->text[listing->text_len] = '\0';
-	if (listing->depth == 3 && listing->in_contents && !listing->text_long) {
-		if (strcmp(name, "Key") == 0)
-			snprintf(listing->key, sizeof(listing->key), "%s", text);
-		else if (strcmp(name, "ETag") == 0 && listing->text_len < sizeof(listing->etag))
+	if (listing->text_len)
+		listing->text[listing->text_len] = '\0';
+	if (listing->error) {
+		/* nothing more is kept */
+	} else if (listing->depth == 3 && listing->in_contents) {
+		if (strcmp(name, "Key") == 0) {
+			free(listing->key);
+			listing->key = strdup(text);
+			if (!listing->key)
+				listing->error = -ENOMEM;
+		} else if (strcmp(name, "ETag") == 0 && listing->text_len < sizeof(listing->etag)) {
 			memcpy(listing->etag, text, listing->text_len + 1);
-		else if (strcmp(name, "Size") == 0)
+		} else if (strcmp(name, "Size") == 0) {
 			listing->size = strtoull(text, NULL, 10);
-		else if (strcmp(name, "LastModified") == 0)
+		} else if (strcmp(name, "LastModified") == 0) {
 			listing->mtime = parse_iso_time(text);
-	} else if (listing->depth == 3 && listing->in_prefixes && strcmp(name, "Prefix") == 0 &&
-		   !listing->text_long) {
-		listing_add(listing, text, true);
+		}
+	} else if (listing->depth == 3 && listing->in_prefixes && strcmp(name, "Prefix") == 0) {
+		page_add(listing, text, NULL);
 	} else if (listing->depth == 2 && strcmp(name, "Contents") == 0) {
 		listing->in_contents = false;
-		if (listing->key[0])
-			listing_add(listing, listing->key, false);
+		if (listing->key && listing->key[0])
+			page_add(listing, listing->key, listing->etag);
 	} else if (listing->depth == 2 && strcmp(name, "CommonPrefixes") == 0) {
 		listing->in_prefixes = false;
 	} else if (listing->depth == 2 && strcmp(name, "IsTruncated") == 0) {
 		listing->truncated = strcmp(text, "true") == 0;
-	} else if (listing->depth == 2 && strcmp(name, "NextContinuationToken") == 0 &&
-		   !listing->text_long) {
-		snprintf(listing->token, sizeof(listing->token), "%s", text);
+	} else if (listing->depth == 2 && strcmp(name, "EncodingType") == 0) {
+		listing->url_encoded = strcmp(text, "url") == 0;
+	} else if (listing->depth == 2 && strcmp(name, "NextContinuationToken") == 0) {
+		free(listing->token);
+		listing->token = listing->text_len ? strdup(text) : NULL;
+		if (listing->text_len && !listing->token)
+			listing->error = -ENOMEM;
 	}
 	listing->text_len = 0;
 	listing->depth--;
 }
 
-/* Parses one page into listing; 0 or -EIO for XML that is not a listing. */
-static int parse_page(struct listing *listing, const char *body, size_t len)
+/*
+ * Parses one page into listing (its entries added, truncated and token
+ * set).  0, -ENOMEM, or -EIO for XML that is not a listing or a key that is
+ * not URL-encoded where the page says it is (*fault then says which).
+ */
+static int parse_page(struct listing *listing, const char *body, size_t len, const char **fault)
 {
 	XML_Parser parser = XML_ParserCreate("UTF-8");
 	int rc = 0;
 
+	*fault = NULL;
 	if (!parser)
 		return -ENOMEM;
 	listing->depth = 0;
 	listing->in_contents = listing->in_prefixes = false;
-	listing->truncated = false;
-	listing->token[0] = '\0';
+	listing->truncated = listing->url_encoded = false;
+	free(listing->token);
+	listing->token = NULL;
+	page_clear(listing);
 	XML_SetUserData(parser, listing);
 	XML_SetElementHandler(parser, on_start, on_end);
 	XML_SetCharacterDataHandler(parser, on_text);
-	if (XML_Parse(parser, body ? body : "", (int)len, 1) != XML_STATUS_OK)
+	if (XML_Parse(parser, body ? body : "", (int)len, 1) != XML_STATUS_OK) {
+		*fault = "is not well-formed XML";
 		rc = -EIO;
+	}
 	XML_ParserFree(parser);
+	for (size_t i = 0; rc == 0 && !listing->error && i < listing->page_count; i++) {
+		struct raw_entry *entry = &listing->page[i];
+		char *key = entry->key;
+
+		if (listing->url_encoded) {
+			rc = dlc_s3_url_decode(entry->key, &key);
+			if (rc == -EINVAL) {
+				*fault = "holds a key that is not URL-encoded though it says it is";
+				rc = -EIO;
+			}
+			if (rc < 0)
+				break;
+		}
+		listing_add(listing, key, !entry->etag, entry->etag, entry->size, entry->mtime);
+		if (key != entry->key)
+			free(key);
+	}
+	page_clear(listing);
 	return rc ? rc : listing->error;
 }
 
@@ -252,6 +373,27 @@ static void log_once(atomic_bool *flag, const char *fmt, ...)
 	dlc_log(level, "%s", line);
 }
 
+/*
+ * "this machine's clock is N s ahead of the server's" for a request the
+ * server refused as RequestTimeTooSkewed, from the time signed into it and
+ * the server's Date header, into text (size bytes).
+ */
+static void describe_skew(const struct s3_response *resp, char *text, size_t size)
+{
+	long long skew = (long long)(resp->sent_at - resp->server_date);
+
+	if (resp->server_date == 0)
+		snprintf(text, size, "this machine's clock differs from the server's by more than S3 allows (15 minutes; the server sent no Date to tell by how much)");
+	else
+		snprintf(text, size, "this machine's clock is %lld s %s the server's (by its Date header), more than S3 allows (15 minutes)",
+			 skew < 0 ? -skew : skew, skew < 0 ? "behind" : "ahead of");
+}
+
+static bool is_skew(const struct s3_response *resp)
+{
+	return resp->status == 403 && strcmp(resp->code, "RequestTimeTooSkewed") == 0;
+}
+
 /* -errno for a request that got HTTP status (not 2xx) or none (rc < 0),
  * with the reason logged once per kind. */
 static int failure(struct s3_backend *sb, const char *what, const char *key, int rc,
@@ -269,6 +411,14 @@ static int failure(struct s3_backend *sb, const char *what, const char *key, int
 		return -EIO;
 	case 403:
 	case 401:
+		if (is_skew(resp)) {
+			char skew[256];
+
+			describe_skew(resp, skew, sizeof(skew));
+			log_once(&sb->logged_skew, "S3 %s of '%s' failed: the server refuses the request's time (RequestTimeTooSkewed): %s; set the clock right (NTP) and the reads go on",
+				 what, key, skew);
+			return -EIO;
+		}
 		log_once(&sb->logged_denied, "S3 %s of '%s' failed: access denied (%s); the credentials from %s may be expired or wrong: renew them and remount",
 			 what, key, resp->code[0] ? resp->code : "403", sb->credential_origin);
 		return -EIO;
@@ -288,6 +438,7 @@ static int s3_list(void *priv, const char *dir, dlc_backend_list_cb cb, void *ar
 	struct s3_backend *sb = priv;
 	struct listing listing = { 0 };
 	struct s3_response resp;
+	const char *fault;
 	char *prefix;
 	int rc;
 
@@ -295,25 +446,43 @@ static int s3_list(void *priv, const char *dir, dlc_backend_list_cb cb, void *ar
 		return -ENOMEM;
 	listing.prefix = prefix;
 	listing.prefix_len = strlen(prefix);
-	do {
-		struct dlc_s3_pair params[4] = {
+	for (unsigned page = 1;; page++) {
+		/* encoding-type=url: keys come URL-encoded, so that a key with
+		 * bytes XML 1.0 cannot carry still lists. */
+		struct dlc_s3_pair params[5] = {
 			{ "list-type", "2" }, { "delimiter", "/" }, { "prefix", prefix },
-			{ "continuation-token", listing.token },
+			{ "encoding-type", "url" }, { "continuation-token", listing.token },
 		};
 
 		rc = s3_perform(sb, &(struct s3_call){ .method = "GET", .params = params,
-						       .nparams = listing.token[0] ? 4 : 3 },
+						       .nparams = listing.token ? 5 : 4 },
 				&resp);
 		if (rc < 0 || resp.status != 200) {
 			rc = failure(sb, "listing", prefix, rc, &resp);
 			s3_response_release(&resp);
 			goto out;
 		}
-		rc = parse_page(&listing, resp.body, resp.body_len);
+		rc = parse_page(&listing, resp.body, resp.body_len, &fault);
 		s3_response_release(&resp);
+		if (rc == -EIO) {
+			dlc_cause_thread_set("the S3 server at %s answered page %u of the listing of '%s' with a page that %s; the listing cannot be trusted, so no snapshot is made: fix the server",
+					      sb->endpoint.origin, page, prefix, fault);
+			goto out;
+		}
 		if (rc < 0)
 			goto out;
-	} while (listing.truncated && listing.token[0]);
+		if (!listing.truncated)
+			break;
+		/* A page that says more follow but not how to ask for them
+		 * would end the directory short: its files would be missing
+		 * from the snapshot without a word. */
+		if (!listing.token) {
+			dlc_cause_thread_set("the S3 server at %s says page %u of the listing of '%s' is truncated but gives no NextContinuationToken to ask for the rest; no snapshot is made, since it would lack files: fix the server (or the proxy before it)",
+					      sb->endpoint.origin, page, prefix);
+			rc = -EIO;
+			goto out;
+		}
+	}
 
 	qsort(listing.entries, listing.count, sizeof(listing.entries[0]), compare_listed);
 	for (size_t i = 0; i < listing.count; i++) {
@@ -382,7 +551,10 @@ static int s3_open(void *priv, const char *path, struct dlc_backend_file **out)
 		free(file);
 		return -ENOMEM;
 	}
-	if (sb->version && !sb->version(sb->version_arg, path, file->etag, sizeof(file->etag)))
+	if (sb->version)
+		file->size_known = sb->version(sb->version_arg, path, file->etag, sizeof(file->etag),
+					       &file->size);
+	if (!file->size_known)
 		file->etag[0] = '\0';
 	*out = file;
 	return 0;
@@ -395,6 +567,7 @@ static ssize_t s3_pread(void *priv, struct dlc_backend_file *file, void *buf, si
 	struct s3_call call = {
 		.method = "GET", .key = file->key, .if_match = file->etag[0] ? file->etag : NULL,
 		.ranged = true, .off = off, .window = buf, .len = len,
+		.size_known = file->size_known, .object_size = file->size,
 	};
 	struct s3_response resp;
 	ssize_t got;
@@ -403,13 +576,20 @@ static ssize_t s3_pread(void *priv, struct dlc_backend_file *file, void *buf, si
 	if (len == 0)
 		return 0;
 	rc = s3_perform(sb, &call, &resp);
-	if (rc == 0 && (resp.status == 200 || resp.status == 206)) {
-		/* The window holds [off, off + len) as far as the body reached;
-		 * fewer bytes than asked only at the object's end. */
-		uint64_t start = resp.status == 206 ? resp.window_start : 0;
-		uint64_t end = start + resp.window_filled;
-
-		got = end > off ? (ssize_t)((end < off + len ? end : off + len) - off) : 0;
+	if (rc == 0 && resp.fault[0]) {
+		log_once(&sb->logged_fault, "S3 read of '%s' failed: the server at %s %s; no byte of that answer was used (fix or bypass the server or proxy that sends it)",
+			 file->key, sb->endpoint.origin, resp.fault);
+		got = -EIO;
+	} else if (rc == 0 && (resp.status == 200 || resp.status == 206)) {
+		/* Checked by s3_perform: the window holds [off, off + n) from
+		 * this answer, fewer than asked only at the object's end. */
+		got = (ssize_t)resp.window_filled;
+	} else if (rc == 0 && resp.status == 416 && call.if_match && file->size_known &&
+		   off < file->size) {
+		log_once(&sb->logged_fault, "S3 read of '%s' failed: the server at %s says byte %llu is past the end of the snapshot's version of the object, which holds %llu bytes; no byte of that answer was used (fix or bypass the server or proxy that sends it)",
+			 file->key, sb->endpoint.origin, (unsigned long long)off,
+			 (unsigned long long)file->size);
+		got = -EIO;
 	} else if (rc == 0 && resp.status == 416) {
 		got = 0;     /* at or past the end */
 	} else {
@@ -483,10 +663,13 @@ static int probe(struct s3_backend *sb, const char *source, char **cause)
 		{ "list-type", "2" }, { "prefix", sb->source.prefix }, { "max-keys", "1" },
 	};
 	struct s3_response resp;
+	char skew[256] = "";
 	int rc;
 
 	rc = s3_perform(sb, &(struct s3_call){ .method = "GET", .params = params, .nparams = 3 },
 			&resp);
+	if (rc == 0 && is_skew(&resp))
+		describe_skew(&resp, skew, sizeof(skew));
 	if (rc == -ECONNREFUSED)
 		dlc_cause_set(cause, "S3 endpoint %s refuses connections; check s3_endpoint= and that the server runs",
 			      sb->endpoint.origin);
@@ -499,6 +682,9 @@ static int probe(struct s3_backend *sb, const char *source, char **cause)
 	else if (rc < 0)
 		dlc_cause_set(cause, "S3 endpoint %s failed (%s); check s3_endpoint= and the network",
 			      sb->endpoint.origin, strerror(-rc));
+	else if (is_skew(&resp))
+		dlc_cause_set(cause, "S3 endpoint %s refuses the requests' time (RequestTimeTooSkewed): %s; set the clock right (NTP) and mount again",
+			      sb->endpoint.origin, skew);
 	else if (resp.status == 403 || resp.status == 401)
 		dlc_cause_set(cause, "S3 refuses access to bucket '%s' (%s) with %s; check the keys (AWS_ACCESS_KEY_ID, ~/.aws/credentials, s3_profile=) and the bucket's policy",
 			      sb->source.bucket, resp.code[0] ? resp.code : "AccessDenied",

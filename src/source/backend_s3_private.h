@@ -47,7 +47,8 @@ struct s3_backend {
 	dlc_backend_version_fn version;
 	void *version_arg;
 	/* Each cause is logged once per mount; later ones at debug level. */
-	atomic_bool logged_replaced, logged_denied, logged_gone, logged_failed;
+	atomic_bool logged_replaced, logged_denied, logged_gone, logged_failed, logged_fault;
+	atomic_bool logged_skew;
 	_Atomic uint64_t retries;
 };
 
@@ -58,12 +59,18 @@ struct s3_response {
 	char etag[S3_ETAG_MAX];           /* the ETag header, quotes kept */
 	uint64_t content_length;
 	int64_t last_modified;            /* unix seconds, 0 when absent */
+	int64_t server_date;              /* the Date header, unix seconds; 0 when absent */
+	int64_t sent_at;                  /* this machine's time, signed into the request */
+	/* An object's answer that broke the protocol (a range not the one
+	 * asked, another version, a body longer than framed): what the server
+	 * did, as the end of a sentence ("sent bytes 64-1063 when ..."); "" when
+	 * none.  Not a byte of such an answer is counted in window_filled. */
+	char fault[320];
 	/* The body: into the caller's window for objects (GET 200/206), or a
 	 * malloc'd buffer for listings and errors. */
 	char *body;
 	size_t body_len, body_cap;
-	size_t window_filled;             /* body bytes of an object seen */
-	uint64_t window_start;            /* object offset of the body's first byte */
+	size_t window_filled;             /* bytes of window written, from its start */
 };
 
 struct s3_call {
@@ -71,12 +78,15 @@ struct s3_call {
 	const char *key;                  /* object key, decoded; NULL: the bucket */
 	const struct dlc_s3_pair *params; /* decoded query */
 	size_t nparams;
-	const char *if_match;             /* ETag to require, or NULL */
+	const char *if_match;             /* ETag to require (the snapshot's), or NULL */
 	bool ranged;                      /* send Range: bytes=off-(off+len-1) */
 	uint64_t off;
 	/* GET of an object: bytes [off, off+len) land in window. */
 	char *window;
 	size_t len;
+	/* The object's size as the snapshot recorded it, when it did. */
+	bool size_known;
+	uint64_t object_size;
 };
 
 /*
@@ -88,11 +98,15 @@ struct s3_call {
  */
 int s3_credentials_load(struct s3_backend *sb, const char *profile, char **cause);
 
-/* Runs call, retried on 500/502/503/504 and broken connections with backoff
- * while attempts and time remain.  0 when an HTTP answer came (any status,
- * in resp); -ECONNREFUSED, -EHOSTUNREACH (no such host or no route),
- * -ETIMEDOUT, -ENOMEM or -EIO when none did.  resp->body is the caller's to
- * free (s3_response_release). */
+/* Runs call, retried on 500/502/503/504 and broken connections (a reset,
+ * a body cut short of its framing) with backoff while attempts and time
+ * remain.  An object's answer (call->window) is checked before its body is
+ * used (the snapshot's ETag, the exact range asked): one that breaks the
+ * protocol is not retried, and comes back with resp->fault set and nothing
+ * in window_filled.  0 when an HTTP answer came (any status, in resp);
+ * -ECONNREFUSED, -EHOSTUNREACH (no such host or no route), -ETIMEDOUT,
+ * -ENOMEM or -EIO when none did.  resp->body is the caller's to free
+ * (s3_response_release). */
 int s3_perform(struct s3_backend *sb, const struct s3_call *call, struct s3_response *resp);
 void s3_response_release(struct s3_response *resp);
 

@@ -3,8 +3,9 @@
  *
  * Pure: works on the caller's strings and fixed-size stack buffers, calls
  * OpenSSL's one-shot SHA-256 and HMAC, and neither logs nor reads the clock.
- * A request that does not fit the buffers (paths near PATH_MAX, hundreds of
- * bytes of headers are fine) fails with -ENAMETOOLONG rather than being cut.
+ * Every string it builds is sized from its inputs (a session token or a
+ * continuation token of any length signs), and one that does not fit a
+ * caller's buffer fails with -ENAMETOOLONG rather than being cut.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,24 +15,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include "dlcache/s3_sign.h"
 
-#define CANONICAL_MAX 16384
 #define SHA256_LEN 32
 
-/* The headers signed, in canonical form: lower-case name, trimmed value. */
+/* The headers signed, in canonical form: lower-case name, trimmed value
+ * (malloc'd, as long as the header's). */
 struct canonical_header {
 	char name[64];
-	char value[4096];
+	char *value;
 };
 
 struct canonical_headers {
 	struct canonical_header list[DLC_S3_MAX_HEADERS + 3];
 	size_t count;
+	size_t text_len;              /* the names' and values' lengths, summed */
 };
+
+/* The values may hold a session token: wiped before they are freed. */
+static void headers_free(struct canonical_headers *headers)
+{
+	for (size_t i = 0; i < headers->count; i++) {
+		OPENSSL_cleanse(headers->list[i].value, strlen(headers->list[i].value));
+		free(headers->list[i].value);
+	}
+	headers->count = 0;
+}
 
 static bool unreserved(unsigned char c)
 {
@@ -62,9 +75,22 @@ int dlc_s3_uri_encode(const char *in, bool keep_slash, char *out, size_t size)
 	return (int)len;
 }
 
+/* in encoded (dlc_s3_uri_encode) into a malloc'd string, or NULL. */
+static char *uri_encode_dup(const char *in, bool keep_slash)
+{
+	size_t size = 3 * strlen(in) + 1;
+	char *out = malloc(size);
+
+	if (out && dlc_s3_uri_encode(in, keep_slash, out, size) < 0) {
+		free(out);
+		out = NULL;
+	}
+	return out;
+}
+
 struct encoded_param {
-	char name[512];
-	char value[2048];
+	char *name;
+	char *value;
 };
 
 static int compare_params(const void *a, const void *b)
@@ -75,36 +101,57 @@ static int compare_params(const void *a, const void *b)
 	return c ? c : strcmp(x->value, y->value);
 }
 
+size_t dlc_s3_canonical_query_size(const struct dlc_s3_pair *params, size_t nparams)
+{
+	size_t size = 1;
+
+	for (size_t i = 0; i < nparams; i++)
+		size += 3 * (strlen(params[i].name ? params[i].name : "") +
+			     strlen(params[i].value ? params[i].value : "")) + 2;
+	return size;
+}
+
 int dlc_s3_canonical_query(const struct dlc_s3_pair *params, size_t nparams, char *out,
 			   size_t size)
 {
-	struct encoded_param encoded[DLC_S3_MAX_PARAMS];
+	struct encoded_param encoded[DLC_S3_MAX_PARAMS] = { { 0 } };
 	size_t len = 0;
+	int rc = 0;
 
 	if (nparams > DLC_S3_MAX_PARAMS)
 		return -EINVAL;
 	for (size_t i = 0; i < nparams; i++) {
-		if (!params[i].name || !params[i].value)
-			return -EINVAL;
-		if (dlc_s3_uri_encode(params[i].name, false, encoded[i].name,
-				      sizeof(encoded[i].name)) < 0 ||
-		    dlc_s3_uri_encode(params[i].value, false, encoded[i].value,
-				      sizeof(encoded[i].value)) < 0)
-			return -ENAMETOOLONG;
+		if (!params[i].name || !params[i].value) {
+			rc = -EINVAL;
+			goto out;
+		}
+		encoded[i].name = uri_encode_dup(params[i].name, false);
+		encoded[i].value = uri_encode_dup(params[i].value, false);
+		if (!encoded[i].name || !encoded[i].value) {
+			rc = -ENOMEM;
+			goto out;
+		}
 	}
 	qsort(encoded, nparams, sizeof(encoded[0]), compare_params);
+	rc = -ENAMETOOLONG;
 	if (size == 0)
-		return -ENAMETOOLONG;
+		goto out;
 	out[0] = '\0';
 	for (size_t i = 0; i < nparams; i++) {
 		int n = snprintf(out + len, size - len, "%s%s=%s", i ? "&" : "",
 				 encoded[i].name, encoded[i].value);
 
 		if (n < 0 || (size_t)n >= size - len)
-			return -ENAMETOOLONG;
+			goto out;
 		len += (size_t)n;
 	}
-	return (int)len;
+	rc = (int)len;
+out:
+	for (size_t i = 0; i < nparams; i++) {
+		free(encoded[i].name);
+		free(encoded[i].value);
+	}
+	return rc;
 }
 
 /* Lower-cases name, trims value and folds its inner runs of spaces to one. */
@@ -122,6 +169,9 @@ static int add_header(struct canonical_headers *headers, const char *name, const
 	for (size_t i = 0; name[i]; i++)
 		header->name[i] = (char)tolower((unsigned char)name[i]);
 	header->name[strlen(name)] = '\0';
+	header->value = malloc(strlen(value) + 1);
+	if (!header->value)
+		return -ENOMEM;
 	while (*value == ' ' || *value == '\t')
 		value++;
 	for (; *value; value++) {
@@ -129,14 +179,13 @@ static int add_header(struct canonical_headers *headers, const char *name, const
 			space = true;
 			continue;
 		}
-		if (len + 2 >= sizeof(header->value))
-			return -ENAMETOOLONG;
 		if (space && len > 0)
 			header->value[len++] = ' ';
 		space = false;
 		header->value[len++] = *value;
 	}
 	header->value[len] = '\0';
+	headers->text_len += strlen(header->name) + len;
 	headers->count++;
 	return 0;
 }
@@ -154,6 +203,7 @@ static int collect_headers(const struct dlc_s3_request *request,
 	int rc;
 
 	headers->count = 0;
+	headers->text_len = 0;
 	if (request->nheaders > DLC_S3_MAX_HEADERS)
 		return -EINVAL;
 	for (size_t i = 0; i < request->nheaders; i++) {
@@ -201,52 +251,83 @@ static int signed_names(const struct canonical_headers *headers, char *out, size
 	return 0;
 }
 
+/*
+ * The canonical request into *out (malloc'd, sized from the request), with
+ * the signed header names into names.  Its length, or -errno.  headers is
+ * the caller's to free (headers_free) whatever the outcome.
+ */
 static int build_canonical(const struct dlc_s3_request *request,
 			   const struct dlc_s3_credentials *credentials,
 			   struct canonical_headers *headers, char *names, size_t names_size,
-			   char *out, size_t size)
+			   char **out)
 {
-	char path[8192], query[8192];
-	size_t len = 0;
+	char *path = NULL, *query = NULL, *text = NULL;
+	size_t len = 0, query_size, size;
 	int rc;
 
+	*out = NULL;
+	headers->count = 0;
 	if (!request->method || !request->path || request->path[0] != '/' || !request->amz_date ||
 	    strlen(request->amz_date) != 16 || !request->region || !request->service)
 		return -EINVAL;
-	rc = dlc_s3_uri_encode(request->path, true, path, sizeof(path));
+	rc = -ENOMEM;
+	path = uri_encode_dup(request->path, true);
+	query_size = dlc_s3_canonical_query_size(request->params, request->nparams);
+	query = malloc(query_size);
+	if (!path || !query)
+		goto out;
+	rc = dlc_s3_canonical_query(request->params, request->nparams, query, query_size);
 	if (rc < 0)
-		return rc;
-	rc = dlc_s3_canonical_query(request->params, request->nparams, query, sizeof(query));
-	if (rc < 0)
-		return rc;
+		goto out;
 	rc = collect_headers(request, credentials, headers);
 	if (rc < 0)
-		return rc;
+		goto out;
 	rc = signed_names(headers, names, names_size);
 	if (rc < 0)
-		return rc;
-	out[0] = '\0';
-	rc = append(out, size, &len, "%s\n%s\n%s\n", request->method, path, query);
+		goto out;
+	/* Three line ends and two blank lines, ':' and '\n' per header. */
+	size = strlen(request->method) + strlen(path) + strlen(query) + headers->text_len +
+	       2 * headers->count + strlen(names) + 64 + 8;
+	rc = -ENOMEM;
+	text = malloc(size);
+	if (!text)
+		goto out;
+	text[0] = '\0';
+	rc = append(text, size, &len, "%s\n%s\n%s\n", request->method, path, query);
 	for (size_t i = 0; rc == 0 && i < headers->count; i++)
-		rc = append(out, size, &len, "%s:%s\n", headers->list[i].name,
+		rc = append(text, size, &len, "%s:%s\n", headers->list[i].name,
 			    headers->list[i].value);
 	if (rc == 0)
-		rc = append(out, size, &len, "\n%s\n%s", names,
+		rc = append(text, size, &len, "\n%s\n%s", names,
 			    request->payload_hash ? request->payload_hash : DLC_S3_EMPTY_SHA256);
-	return rc < 0 ? rc : (int)len;
+out:
+	free(path);
+	free(query);
+	if (rc < 0) {
+		free(text);
+		return rc;
+	}
+	*out = text;
+	return (int)len;
 }
 
 int dlc_s3_canonical_request(const struct dlc_s3_request *request,
 			     const struct dlc_s3_credentials *credentials, char *out, size_t size)
 {
 	struct canonical_headers *headers = malloc(sizeof(*headers));
-	char names[1024];
+	char names[1024], *text = NULL;
 	int rc;
 
 	if (!headers)
 		return -ENOMEM;
-	rc = build_canonical(request, credentials, headers, names, sizeof(names), out, size);
+	rc = build_canonical(request, credentials, headers, names, sizeof(names), &text);
+	if (rc >= 0 && (size_t)rc >= size)
+		rc = -ENAMETOOLONG;
+	else if (rc >= 0)
+		memcpy(out, text, (size_t)rc + 1);
+	headers_free(headers);
 	free(headers);
+	free(text);
 	return rc;
 }
 
@@ -292,13 +373,9 @@ int dlc_s3_sign(const struct dlc_s3_request *request,
 	if (!credentials || !credentials->access_key || !credentials->secret_key)
 		return -EINVAL;
 	headers = malloc(sizeof(*headers));
-	canonical = malloc(CANONICAL_MAX);
-	if (!headers || !canonical) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = build_canonical(request, credentials, headers, names, sizeof(names), canonical,
-			     CANONICAL_MAX);
+	if (!headers)
+		return -ENOMEM;
+	rc = build_canonical(request, credentials, headers, names, sizeof(names), &canonical);
 	if (rc < 0)
 		goto out;
 	dlc_s3_sha256_hex(canonical, (size_t)rc, canonical_hash);
@@ -330,6 +407,7 @@ out:
 	OPENSSL_cleanse(secret, sizeof(secret));
 	OPENSSL_cleanse(key, sizeof(key));
 	free(canonical);
+	headers_free(headers);
 	free(headers);
 	return rc;
 }

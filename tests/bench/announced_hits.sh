@@ -2,7 +2,7 @@
 # tests/bench/announced_hits.sh [FILES] - cold cache hits, announced or not.
 #
 # A job whose sampler announces its order (`prefetch PATH` lines in
-# .control, as examples/dlcache.py's CacheAwareSampler writes them) lets
+# .control, as the dlcache package's CacheAwareSampler writes them) lets
 # the prefetcher read the cache files of its coming hits ahead, so that a
 # hit whose pages left memory does not wait for the disk.  This fills a
 # cache with FILES files of ~110 KB (default 4000, the tree of

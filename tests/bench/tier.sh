@@ -14,7 +14,11 @@
 #      without: two mounts up side by side, epochs alternated for D_ROUNDS
 #      rounds (default 10): the minima and the median of the rounds' ratios.
 #   E. tier hits with 8 readers (one mount caching nothing locally): MB/s,
-#      beside the same readers on local hits the daemon serves itself.
+#      beside the same readers on local hits the daemon serves itself.  With
+#      BASE_DLCACHE=BINARY (a build from before sealed values, which takes
+#      no tier_key), its tier hits too, unsealed, in E_ROUNDS rounds
+#      alternated with the sealed ones (memcached emptied before each), and
+#      the ratio of the best passes: what sealing costs a tier hit.
 #
 # D and E check every read against the source's length and CRC-32, computed
 # before their first epoch (tier_epochs.py --source-crc): a cold read of the
@@ -25,7 +29,9 @@
 # against ~83% with its defaults); MC_OPTS="" measures memcached's defaults.
 # PARTS picks the parts to run (default "A B C D E").
 #
-# Usage: [MC_OPTS=...] [PARTS="A B"] tests/bench/tier.sh [FILES] [RUNS]
+# Every tier mount shares one tier_key, made here with dlcache keygen.
+#
+# Usage: [MC_OPTS=...] [PARTS="A B"] [BASE_DLCACHE=...] tests/bench/tier.sh [FILES] [RUNS]
 #        (default 1200 files of ~110 KB, 3 runs)
 . "$(dirname "$0")/lib.sh"
 FILES=${1:-1200}
@@ -42,6 +48,8 @@ BYTES=$(du -sb "$SRC" | awk '{print $1}')
 MC_PIDS=()
 MC_PORTS=()
 NODE_PIDS=()
+KEY=$WORK/tier.key
+"$DLCACHE" keygen "$KEY" >/dev/null
 stop_all() {
 	for k in 0 1 2; do mountpoint -q "$WORK/m$k" 2>/dev/null && fusermount3 -u "$WORK/m$k"; done
 	for p in "${NODE_PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null; done
@@ -100,7 +108,7 @@ if part A; then
 echo "== A. caches 0.4x per node, memcached 0.4x per node (3 nodes)"
 MB=$(( BYTES * 4 / 10 / 1048576 + 1 ))
 memcached_start "$MB"
-nodes_start 3 $((BYTES * 4 / 10)) "tier_servers=$WORK/tier"
+nodes_start 3 $((BYTES * 4 / 10)) "tier_servers=$WORK/tier,tier_key=$KEY"
 run_epochs --epochs 3 --seed 11 >"$WORK/a_tier"
 stop_all
 nodes_start 3 $((BYTES * 4 / 10))
@@ -114,7 +122,7 @@ if part B; then
 echo "== B. aggregate 0.8x: caches and memcached 0.267x per node"
 MB=$(( BYTES * 8 / 30 / 1048576 ))
 memcached_start "$MB"
-nodes_start 3 $((BYTES * 8 / 30)) "tier_servers=$WORK/tier"
+nodes_start 3 $((BYTES * 8 / 30)) "tier_servers=$WORK/tier,tier_key=$KEY"
 run_epochs --epochs 3 --seed 12 >"$WORK/b_tier"
 echo " memcached after B (evictions must be 0):"
 python3 -c 'import json, sys
@@ -133,7 +141,7 @@ if part C; then
 echo "== C. a hung peer (SIGSTOP mid-epoch 2; tier_timeout=200ms)"
 MB=$(( BYTES * 4 / 10 / 1048576 + 1 ))
 memcached_start "$MB"
-nodes_start 3 $((BYTES * 4 / 10)) "tier_servers=$WORK/tier"
+nodes_start 3 $((BYTES * 4 / 10)) "tier_servers=$WORK/tier,tier_key=$KEY"
 run_epochs --epochs 2 --seed 13 --fault "stop:${MC_PIDS[0]}" --fault-epoch 1 >"$WORK/c_tier"
 summary "$WORK/c_tier"
 stop_all
@@ -149,7 +157,7 @@ memcached_start 64
 # Each round reads one epoch from each, in alternating order; the shorter
 # the epochs the more the machine's noise shows, hence the rounds.
 for k in 0 1; do
-	opt=; [ $k = 1 ] && opt="tier_servers=$WORK/tier"
+	opt=; [ $k = 1 ] && opt="tier_servers=$WORK/tier,tier_key=$KEY"
 	rm -rf "$WORK/c$k"; mkdir -p "$WORK/m$k"
 	"$DLCACHE" mount "$SRC" "$WORK/m$k" -f -o "cache_dir=$WORK/c$k,cache_size=$((BYTES * 2)),log_level=error${opt:+,$opt}" &
 	NODE_PIDS[$k]=$!
@@ -184,24 +192,47 @@ echo "    the most a daemon-served read of these files can give on this machine;
 echo "    hits the kernel reads itself, passthrough; and on the source files, native: what"
 echo "    these readers can take from this machine at all; page cache dropped every pass)"
 [ "${#MC_PIDS[@]}" -gt 0 ] || memcached_start 64    # D's, or its own
-# e_passes NAME OPTIONS: mounts m0 with OPTIONS, fills (one untimed pass),
-# then RUNS timed passes of 8 readers into $WORK/NAME, with the daemon's own
-# CPU time (utime + stime, in clock ticks) over them in $WORK/NAME.ticks: a
-# figure of its work per GB that the load of a shared machine moves far
-# less than the seconds.
+# e_passes NAME OPTIONS: mounts m0 with OPTIONS (the binary $E_DLCACHE,
+# default $DLCACHE), fills (one untimed pass), then RUNS timed passes of 8
+# readers appended to $WORK/NAME, with the daemon's own CPU time (utime +
+# stime, in clock ticks) over them added to $WORK/NAME.ticks: a figure of its
+# work per GB that the load of a shared machine moves far less than the
+# seconds.
 e_passes() {
+	local ticks
 	mkdir -p "$WORK/m0"; rm -rf "$WORK/c0"
-	"$DLCACHE" mount "$SRC" "$WORK/m0" -f -o "cache_dir=$WORK/c0,log_level=error,$2" &
+	"${E_DLCACHE:-$DLCACHE}" mount "$SRC" "$WORK/m0" -f -o "cache_dir=$WORK/c0,log_level=error,$2" &
 	NODE_PIDS=($!)
 	until [ -e "$WORK/m0/.stats" ]; do sleep 0.05; done
 	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs 1 --readers 8 >/dev/null
 	local ticks0
 	ticks0=$(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat")
-	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs "$RUNS" --readers 8 --seed 15 --source-crc >"$WORK/$1"
-	echo $(($(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat") - ticks0)) >"$WORK/$1.ticks"
+	python3 "$EPOCHS" "$SRC" "$WORK/m0" --epochs "$RUNS" --readers 8 --seed 15 --source-crc >>"$WORK/$1"
+	ticks=$(cat "$WORK/$1.ticks" 2>/dev/null || echo 0)
+	echo $((ticks + $(awk '{print $14 + $15}' "/proc/${NODE_PIDS[0]}/stat") - ticks0)) >"$WORK/$1.ticks"
 	fusermount3 -u "$WORK/m0"; wait "${NODE_PIDS[0]}"; NODE_PIDS=()
 }
-e_passes e "policy=none,tier_servers=$WORK/tier"          # the first pass fills memcached
+# flush_tier: empties the three memcached (text protocol's flush_all).
+flush_tier() {
+	python3 - "${MC_PORTS[@]}" <<'PY'
+import socket, sys
+for port in sys.argv[1:]:
+    with socket.create_connection(("127.0.0.1", int(port)), 5) as s:
+        s.sendall(b"flush_all\r\n")
+        assert s.recv(64).startswith(b"OK")
+PY
+}
+if [ -n "${BASE_DLCACHE:-}" ]; then
+	# Sealed and unsealed values share keys: each round starts empty.
+	for _ in $(seq "${E_ROUNDS:-3}"); do
+		flush_tier
+		E_DLCACHE=$BASE_DLCACHE e_passes e_base "policy=none,tier_servers=$WORK/tier"
+		flush_tier
+		e_passes e "policy=none,tier_servers=$WORK/tier,tier_key=$KEY"
+	done
+else
+	e_passes e "policy=none,tier_servers=$WORK/tier,tier_key=$KEY"   # the first pass fills memcached
+fi
 e_passes e_local "cache_size=$((BYTES * 2)),passthrough=0"  # the first pass fills the cache
 e_passes e_pass "cache_size=$((BYTES * 2)),passthrough=1"
 python3 "$EPOCHS" "$SRC" "$SRC" --plain --epochs "$RUNS" --readers 8 --seed 15 --source-crc >"$WORK/e_native"
@@ -209,19 +240,27 @@ echo 0 >"$WORK/e_native.ticks"
 python3 - "$WORK" "$BYTES" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 work, size, tck = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-mbs = {}
-for name, what, hits in (("e", "tier hits", "tier_hits"), ("e_local", "local hits, daemon-served", "local_hits"),
+mbs, cpus = {}, {}
+import os
+for name, what, hits in (("e", "tier hits", "tier_hits"), ("e_base", "tier hits, unsealed (base)", "tier_hits"),
+                         ("e_local", "local hits, daemon-served", "local_hits"),
                          ("e_pass", "local hits, passthrough", "local_hits"), ("e_native", "native", "local_hits")):
+    if not os.path.exists("%s/%s" % (work, name)):
+        continue
     lines = [json.loads(l) for l in open("%s/%s" % (work, name))]
     best = min(l["seconds"] for l in lines)
     mbs[name] = size / best / 1e6
     cpu = int(open("%s/%s.ticks" % (work, name)).read()) / tck
     gb = size * len(lines) / 1e9
+    cpus[name] = cpu / gb
     print("  %-26s %d reads, hits %s, wrong %d, failed %d; best %.3f s: %.0f MB/s; daemon CPU %.2f s/GB" % (
         what + ":", lines[0]["reads"], [l[hits] for l in lines], sum(l["wrong"] for l in lines),
         sum(l["failed"] for l in lines), best, mbs[name], cpu / gb))
 print("  tier hits / daemon-served local hits: %.2f, / passthrough local hits: %.2f, / native: %.2f"
       % (mbs["e"] / mbs["e_local"], mbs["e"] / mbs["e_pass"], mbs["e"] / mbs["e_native"]))
+if "e_base" in mbs:
+    print("  sealed tier hits / unsealed (base binary): MB/s of the best passes %.3f, daemon CPU per GB %.3f"
+          % (mbs["e"] / mbs["e_base"], cpus["e"] / cpus["e_base"]))
 print("  (every read checked against the source's length and CRC-32)")
 PY
 stop_all

@@ -267,6 +267,58 @@ test_a_packed_source_on_the_server_mounts_as_its_tree() {
 	rm -rf "$packed"
 }
 
+# After the snapshot, directories become symlinks to directories outside the
+# dataset that hold the same names and sizes but other bytes: a class
+# directory (relative link), and "nested/a", the first of three components
+# above a file.  libnfs follows a symlink before the last component; the
+# driver must not: every read through them fails, no wrong byte is served
+# or cached, and the mount goes on.
+test_a_directory_swapped_for_a_link_after_the_snapshot_is_never_followed() {
+	local class=train/n00000003 wrong
+	ensure_ganesha
+	ALLOWED_LOG='^dlcache: warning: [a-z_]+: cannot read .* from the source: Too many levels of symbolic links$'
+	start_daemon
+	rm -rf "$WORK/saved" "$SRC/elsewhere"
+	mkdir -p "$WORK/saved" "$SRC/elsewhere/class" "$SRC/elsewhere/a/b/c"
+	for f in "$SRC/$class"/*; do
+		head -c "$(stat -c %s "$f")" /dev/urandom >"$SRC/elsewhere/class/${f##*/}"
+	done
+	echo "DEEP" >"$SRC/elsewhere/a/b/c/deep.txt"
+	mv "$SRC/$class" "$WORK/saved/class"
+	mv "$SRC/nested/a" "$WORK/saved/a"
+	ln -s ../elsewhere/class "$SRC/$class"
+	ln -s ../elsewhere/a "$SRC/nested/a"
+	wrong=$(python3 - "$MNT" "$WORK/saved" "$class" <<'PY'
+import errno, os, sys
+mnt, saved, cls = sys.argv[1:]
+pairs = [(os.path.join(cls, n), os.path.join(saved, "class", n))
+         for n in sorted(os.listdir(os.path.join(saved, "class")))]
+pairs.append(("nested/a/b/c/deep.txt", os.path.join(saved, "a/b/c/deep.txt")))
+wrong_bytes, served = 0, []
+for rel, original in pairs:
+    want = open(original, "rb").read()
+    try:
+        with open(os.path.join(mnt, rel), "rb", buffering=0) as f:
+            got = f.read()
+    except OSError as e:
+        if e.errno not in (errno.EIO, errno.ELOOP):
+            sys.exit(f"{rel}: {e}")
+        continue
+    served.append(rel)
+    wrong_bytes += sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
+print(f"{len(served)} {wrong_bytes}")
+PY
+) || fail "reading through the links"
+	expect_eq "reads served through links, wrong bytes" "$wrong" "0 0"
+	expect_eq "cache entries" "$(stat_value cache.entries)" 0
+	expect_eq "remote errors" "$(stat_value remote_errors)" 41
+	cmp "$MNT/five_mib.bin" "$SRC/five_mib.bin" || fail "the mount after the refused reads"
+	rm "$SRC/$class" "$SRC/nested/a"
+	mv "$WORK/saved/class" "$SRC/$class"
+	mv "$WORK/saved/a" "$SRC/nested/a"
+	rm -rf "$SRC/elsewhere"
+}
+
 test_bad_host_export_or_port_fails_at_mount_time_in_one_sentence() {
 	local silent_port
 	ensure_ganesha

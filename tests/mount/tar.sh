@@ -376,6 +376,80 @@ test_a_missing_chunk_fails_only_its_files() {
 	ALLOWED_LOG='^$'
 }
 
+SLOW_PID=
+stop_slow_source() {
+	[ -n "$SLOW_PID" ] || return 0
+	if mountpoint -q "$WORK/slow-mnt" && ! fusermount3 -u "$WORK/slow-mnt"; then
+		umount -l "$WORK/slow-mnt"
+		kill "$SLOW_PID" 2>/dev/null
+	fi
+	wait "$SLOW_PID" 2>/dev/null
+	SLOW_PID=
+}
+CLEANUP_HOOKS+=(stop_slow_source)
+
+# A chunk whose source open hangs holds up only its own readers.  Chunk 2 is
+# served (the same bytes, bind-mounted over its file) by a second dlcache
+# mount whose source answers each call after 2 s, so opening it takes about
+# 4 s; meanwhile misses in chunk 1, whose handle is open, answer at once.
+test_a_chunk_open_that_hangs_holds_up_only_that_chunks_readers() {
+	[ "$(id -u)" -eq 0 ] || { echo "SKIP: the bind mount needs root"; return 0; }
+	local stalled=$WORK/stalled-packed slow=$WORK/slow result
+	cp -a "$PACKED" "$stalled"
+	mkdir -p "$slow" "$WORK/slow-mnt"
+	cp "$PACKED/chunk-000002.tar" "$slow/"
+	"$DLCACHE" snapshot "$slow" -o "$WORK/slow.snapshot" >/dev/null
+	"$DLCACHE" mount "$slow" "$WORK/slow-mnt" -f -o "cache_dir=$WORK/slow-cache,log_level=warning,snapshot=$WORK/slow.snapshot,source_delay=2s" \
+		2>>"$WORK/slow.log" &
+	SLOW_PID=$!
+	for _ in $(seq 1 500); do
+		[ -e "$WORK/slow-mnt/.stats" ] && break
+		sleep 0.02
+	done
+	mount --bind "$WORK/slow-mnt/chunk-000002.tar" "$stalled/chunk-000002.tar" ||
+		fail "bind mount of the slow chunk"
+	EXTRA_MOUNTS+=("$stalled/chunk-000002.tar")
+	start_daemon_from "$stalled"
+	result=$(python3 - "$MNT" "$SRC" <<'PY'
+import os, sys, threading, time
+mnt, src = sys.argv[1], sys.argv[2]
+by_chunk = {}
+for line in open(os.path.join(mnt, ".chunks")).read().splitlines():
+    chunk, path = line.split("\t", 1)
+    by_chunk.setdefault(int(chunk), []).append(path)
+def read(path):
+    start = time.monotonic()
+    with open(os.path.join(mnt, path), "rb") as f, open(os.path.join(src, path), "rb") as g:
+        right = f.read() == g.read()
+    return (time.monotonic() - start) * 1000, right
+ms, right = read(by_chunk[1][0])                  # chunk 1's handle is open
+assert right
+stalled = []
+t = threading.Thread(target=lambda: stalled.append(read(by_chunk[2][0])))
+t.start()
+time.sleep(0.5)                                   # chunk 2's open hangs now
+times = []
+for path in by_chunk[1][1:7]:
+    ms, right = read(path)
+    assert right, path
+    times.append(ms)
+t.join()
+assert stalled[0][1], "chunk 2's bytes"
+print(int(max(times)), int(stalled[0][0]))
+PY
+) || fail "reading the chunks"
+	read -r longest stall <<<"$result"
+	echo "   chunk 1 misses while chunk 2 opens: longest ${longest} ms; chunk 2's read: ${stall} ms"
+	[ "$stall" -ge 2000 ] || fail "chunk 2's open did not hang (${stall} ms): the test proves nothing"
+	[ "$longest" -lt 1000 ] || fail "a miss in chunk 1 waited ${longest} ms for chunk 2's open"
+	stop_daemon
+	umount "$stalled/chunk-000002.tar"
+	EXTRA_MOUNTS=()
+	stop_slow_source
+	[ -s "$WORK/slow.log" ] && fail "the slow source's mount said: $(cat "$WORK/slow.log")"
+	rm -rf "$stalled" "$slow" "$WORK/slow-cache" "$WORK/slow.snapshot"
+}
+
 test_more_chunks_than_descriptors() {
 	# 456 chunks (one 8 KB file each) under 96 descriptors: the chunk
 	# handles are closed least recently used first, no read fails, no good

@@ -5,16 +5,23 @@
 # every byte compared with the source (tier_epochs.py).  Faults: kill -9 of
 # one memcached mid-epoch and its empty restart, SIGSTOP/SIGCONT (a hung
 # peer), corrupted values; .control's tier lines; a bad tier_servers file.
+# An adversary on the tier's network (tier_adversary.py: memcached's text
+# protocol) swaps, forges and replays values, a key holder seals wrong bytes
+# for packed members: no wrong byte is served or kept.  Only the mount's
+# owner steers the tier; tier_key is refused unless private and long.
 # Every memcached and mount is started here and stopped by its PID (trap).
 . "$(dirname "$0")/lib.sh"
 
 command -v memcached >/dev/null || { echo "SKIP: memcached is missing (apt-get install memcached)"; exit 77; }
 EPOCHS="$(dirname "$0")/tier_epochs.py"
+ADVERSARY="$(dirname "$0")/tier_adversary.py"
 NODES=3
 MC_PORTS=()
 MC_PIDS=()
 NODE_PIDS=()
 TIER=$WORK/tier
+# The job's tier_key, shared by every mount of the suite.
+KEY=$WORK/tier.key
 # The tier's own warnings, expected when a fault is injected.
 ALLOWED_LOG='tier server .* (stopped answering|holds a bad value)'
 
@@ -76,7 +83,7 @@ start_nodes() {
 	size=$(du -sb "$SRC" | awk '{print int($1 * 0.4)}')
 	for k in $(seq 0 $((NODES - 1))); do
 		mkdir -p "$WORK/mnt$k"
-		"$DLCACHE" mount "$SRC" "$WORK/mnt$k" -f -o "cache_dir=$WORK/cache$k,cache_size=$size,log_level=warning,policy=freeze,tier_timeout=${TIER_TIMEOUT:-100ms}${1:+,$1}" 2>>"$LOG" &
+		"$DLCACHE" mount "$SRC" "$WORK/mnt$k" -f -o "cache_dir=$WORK/cache$k,cache_size=$size,log_level=warning,policy=freeze,tier_key=$KEY,tier_timeout=${TIER_TIMEOUT:-100ms}${1:+,$1}" 2>>"$LOG" &
 		NODE_PIDS[$k]=$!
 	done
 	for k in $(seq 0 $((NODES - 1))); do
@@ -152,6 +159,7 @@ no_wrong_no_failed() {
 }
 
 make_dataset "$SRC" 4 90 6000
+"$DLCACHE" keygen "$KEY" >/dev/null
 
 # From the second epoch the three caches plus the tier hold the dataset: the
 # source is opened for at most 2% of the reads; memcached never evicts.
@@ -294,7 +302,7 @@ test_ranks_decide_and_removal_makes_room() {
 	local adds removed hits n
 	make_dataset "$WORK/big" 2 100 250000
 	MC_MB=8 start_tier
-	start_daemon_from "$WORK/big" "policy=none,tier_servers=$TIER,tier_timeout=1s"
+	start_daemon_from "$WORK/big" "policy=none,tier_servers=$TIER,tier_key=$KEY,tier_timeout=1s"
 	wait_tier_known
 	MNT=$MNT control "$(ranks up 1)" >/dev/null
 	cat "$MNT"/train/*/* >/dev/null
@@ -330,7 +338,7 @@ test_recommended_options_fill_the_server() {
 	local fill limit
 	make_dataset "$WORK/fill" 2 150 110000    # ~33 MB of 55-165 KB samples
 	MC_MB=24 NODES=1 start_tier
-	start_daemon_from "$WORK/fill" "policy=none,tier_servers=$TIER,tier_timeout=1s"
+	start_daemon_from "$WORK/fill" "policy=none,tier_servers=$TIER,tier_key=$KEY,tier_timeout=1s"
 	wait_tier_known
 	cat "$MNT"/train/*/* >/dev/null
 	# A refusal freezes the server once the fill the health thread read
@@ -368,13 +376,225 @@ sys.exit(0 if all(int(s["limit"]) > 0 for s in json.load(open(sys.argv[1]))["tie
 test_bad_file() {
 	local out
 	printf '127.0.0.1:11211\nnot-a-server\n' >"$WORK/badtier"
-	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/badtier" 2>&1) &&
+	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/badtier,tier_key=$KEY" 2>&1) &&
 		fail "a bad tier_servers file was accepted"
 	echo "$out" | grep -q "'not-a-server' is not a tier server; write HOST:PORT" || fail "unexpected message: $out"
 	expect_eq "lines" "$(echo "$out" | wc -l)" 1
-	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/none" 2>&1) &&
+	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,tier_servers=$WORK/none,tier_key=$KEY" 2>&1) &&
 		fail "a missing tier_servers file was accepted"
 	echo "$out" | grep -q "cannot read the tier_servers file" || fail "unexpected message: $out"
+}
+
+# node_up K SOURCE [OPTIONS]: one mount of SOURCE on $WORK/mntK with its own
+# cache $WORK/cacheK (kept across node_down), policy=freeze.
+node_up() {
+	mkdir -p "$WORK/mnt$1"
+	"$DLCACHE" mount "$2" "$WORK/mnt$1" -f -o "cache_dir=$WORK/cache$1,cache_size=64M,log_level=warning,policy=freeze${3:+,$3}" 2>>"$LOG" &
+	NODE_PIDS[$1]=$!
+	for _ in $(seq 1 300); do
+		[ -e "$WORK/mnt$1/.stats" ] && return 0
+		kill -0 "${NODE_PIDS[$1]}" 2>/dev/null || fail "node $1 exited before its mount was ready"
+		sleep 0.1
+	done
+	fail "node $1 did not mount in 30 s"
+}
+
+node_down() {
+	local rc=0
+	fusermount3 -u "$WORK/mnt$1" || fail "cannot unmount node $1"
+	wait "${NODE_PIDS[$1]}" || rc=$?
+	NODE_PIDS[$1]=
+	[ "$rc" = 0 ] || fail "node $1 exited with status $rc"
+}
+
+# wrong_reads MNT TREE: "WRONG FAILED", the files of TREE read through MNT
+# whose bytes differ from TREE's, and those whose read failed.
+wrong_reads() {
+	python3 - "$1" "$2" <<'PY'
+import os, sys
+mnt, tree = sys.argv[1], sys.argv[2]
+wrong = failed = 0
+for d, _, files in os.walk(tree):
+    for f in files:
+        rel = os.path.relpath(os.path.join(d, f), tree)
+        try:
+            with open(os.path.join(mnt, rel), "rb", buffering=0) as m, open(os.path.join(tree, rel), "rb") as t:
+                wrong += m.read() != t.read()
+        except OSError:
+            failed += 1
+print(wrong, failed)
+PY
+}
+
+# same_size_tree DIR SEED: 96 files of 8 KiB, the same names for every
+# SEED, other bytes and times: another version of one dataset.
+same_size_tree() {
+	python3 - "$1" "$2" <<'PY'
+import os, random, sys
+root, seed = sys.argv[1], int(sys.argv[2])
+rng = random.Random(seed)
+for i in range(96):
+    d = os.path.join(root, "train", "c%d" % (i % 4))
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "s%03d.bin" % i)
+    with open(path, "wb") as f:
+        f.write(rng.randbytes(8192))
+    os.utime(path, (1600000000 + seed * 1000 + i,) * 2)
+PY
+}
+
+# json_sum FIELD...: the sum of the adversary's counts named.
+json_sum() {
+	python3 -c 'import json, sys; c = json.loads(sys.argv[1]); print(sum(c[k] for k in sys.argv[2:]))' "$@"
+}
+
+# An adversary who reaches the tier's memcached but has no key: node A
+# fills the tier; the adversary swaps values between samples of the same
+# size, forges values in the old frame (xxh3 recomputed) and in the sealed
+# frame, and replays values of another snapshot of the dataset (an older
+# version: same names and sizes, other bytes); node B, with an empty cache,
+# reads every sample.  No wrong byte is served, none is kept in B's cache
+# (a remount without the tier serves it), every tampered value is counted
+# in tier.corrupt.
+test_adversary_without_the_key() {
+	local counts tampered opts
+	same_size_tree "$WORK/adv" 1
+	same_size_tree "$WORK/adv_old" 2
+	NODES=1 start_tier
+	opts="tier_servers=$TIER,tier_key=$KEY,tier_timeout=1s"
+	node_up 2 "$WORK/adv_old" "$opts"
+	expect_eq "reads of the older snapshot" "$(wrong_reads "$WORK/mnt2" "$WORK/adv_old")" "0 0"
+	node_down 2
+	python3 "$ADVERSARY" keys "${MC_PORTS[0]}" >"$WORK/old_keys"
+	expect_eq "values of the older snapshot" "$(wc -l <"$WORK/old_keys")" 96
+	node_up 0 "$WORK/adv" "$opts"
+	expect_eq "node A's reads" "$(wrong_reads "$WORK/mnt0" "$WORK/adv")" "0 0"
+	node_down 0
+	counts=$(python3 "$ADVERSARY" tamper "${MC_PORTS[0]}" "$WORK/old_keys")
+	echo "adversary: $counts"
+	for kind in swapped forged_old_frame forged_new_frame replayed; do
+		[ "$(json_sum "$counts" $kind)" -ge 20 ] || fail "the adversary $kind too few values: $counts"
+	done
+	tampered=$(json_sum "$counts" swapped forged_old_frame forged_new_frame replayed)
+	node_up 1 "$WORK/adv" "$opts"
+	expect_eq "node B: wrong and failed reads" "$(wrong_reads "$WORK/mnt1" "$WORK/adv")" "0 0"
+	expect_eq "node B: tier.corrupt" "$(MNT=$WORK/mnt1 stat_value tier.corrupt)" "$tampered"
+	node_down 1
+	# What B cached is the source's: served with no tier at all.
+	node_up 1 "$WORK/adv"
+	expect_eq "node B without the tier: wrong and failed reads" "$(wrong_reads "$WORK/mnt1" "$WORK/adv")" "0 0"
+	expect_eq "node B without the tier: local hits" "$(MNT=$WORK/mnt1 stat_value hits)" 96
+	node_down 1
+	check_log
+	stop_memcached_all
+}
+
+# A packed snapshot's members from the tier are held to the members' xxh3,
+# as source reads are: a key holder (here, this test with the job's key)
+# seals other bytes for every member; node B serves and keeps none of them.
+test_packed_members_from_the_tier_are_checked() {
+	local counts n opts
+	python3 -c 'import cryptography' 2>/dev/null ||
+		{ echo "SKIP: python3-cryptography is missing (apt-get install python3-cryptography)"; return 0; }
+	"$DLCACHE" pack "$SRC" "$WORK/packed" >/dev/null
+	NODES=1 start_tier
+	opts="tier_servers=$TIER,tier_key=$KEY,tier_timeout=1s"
+	node_up 0 "$WORK/packed" "$opts"
+	expect_eq "node A's reads" "$(wrong_reads "$WORK/mnt0" "$SRC")" "0 0"
+	node_down 0
+	counts=$(python3 "$ADVERSARY" seal "${MC_PORTS[0]}" "$KEY" new)
+	echo "key holder: $counts"
+	n=$(json_sum "$counts" sealed_wrong)
+	[ "$n" -eq "$(find "$SRC" -type f | wc -l)" ] || fail "the key holder sealed only $n values"
+	node_up 1 "$WORK/packed" "$opts"
+	expect_eq "node B: wrong and failed reads" "$(wrong_reads "$WORK/mnt1" "$SRC")" "0 0"
+	expect_eq "node B: tier.corrupt" "$(MNT=$WORK/mnt1 stat_value tier.corrupt)" "$n"
+	node_down 1
+	node_up 1 "$WORK/packed"
+	expect_eq "node B without the tier: wrong and failed reads" "$(wrong_reads "$WORK/mnt1" "$SRC")" "0 0"
+	node_down 1
+	check_log
+	stop_memcached_all
+}
+
+# A control_uid= user keeps scores but may not steer the tier: the tier
+# line is refused with its reason in last_error; the owner's is taken.
+test_only_the_owner_steers_the_tier() {
+	local line err
+	command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; return 0; }
+	NODES=1 start_tier
+	line="tier 127.0.0.1:${MC_PORTS[0]}"
+	chmod o+x "$WORK"
+	node_up 0 "$SRC" "allow_other,control_uid=65534,tier_key=$KEY"
+	if setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
+		"printf '%s\n0.5 train/n00000000/n00000000_1.JPEG\n' '$line' >'$WORK/mnt0/.control'" 2>/dev/null; then
+		fail "control_uid's tier line was taken"
+	fi
+	MNT=$WORK/mnt0
+	err=$(stat_value last_error)
+	grep -q "only the mount's owner or root may change the tier" <<<"$err" ||
+		fail "last_error does not say why: $err"
+	expect_eq "control_uid's score line" "$(stat_value scored_samples)" 1
+	grep -q '"tier"' "$MNT/.stats" && fail "control_uid attached a tier"
+	expect_eq "the owner's tier line" "$(control "$line"$'\n')" ok
+	grep -q '"servers": 1' "$MNT/.stats" || fail "the owner's tier line did not attach the tier"
+	if setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo 'tier off' >'$MNT/.control'" 2>/dev/null; then
+		fail "control_uid's tier off was taken"
+	fi
+	grep -q '"servers": 1' "$MNT/.stats" || fail "control_uid detached the tier"
+	MNT=$WORK/mnt
+	node_down 0
+	ALLOWED_LOG="$ALLOWED_LOG|\\.control: line 1: only the mount's owner or root may change the tier"
+	check_log
+	ALLOWED_LOG='tier server .* (stopped answering|holds a bad value)'
+	stop_memcached_all
+}
+
+# expect_refused WHAT PATTERN OPTIONS: a mount with OPTIONS fails with one
+# line matching PATTERN.
+expect_refused() {
+	local out
+	out=$("$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$CACHE,$3" 2>&1) && fail "$1 was accepted"
+	grep -q -- "$2" <<<"$out" || fail "$1: unexpected message: $out"
+	expect_eq "$1: lines" "$(wc -l <<<"$out")" 1
+}
+
+# tier_key= is refused unless it names a private file of 32 bytes or more,
+# and a tier needs one; keygen never overwrites a key.
+test_tier_key_is_required_and_private() {
+	local out
+	echo "127.0.0.1:11211" >"$WORK/one"
+	expect_refused "tier_servers= without tier_key=" \
+		"tier_servers= needs tier_key=FILE.*make one with dlcache keygen FILE" "tier_servers=$WORK/one"
+	expect_refused "a missing tier_key" \
+		"cannot read the tier_key file $WORK/none (No such file or directory); make one with dlcache keygen" \
+		"tier_servers=$WORK/one,tier_key=$WORK/none"
+	head -c 31 /dev/urandom >"$WORK/short"
+	chmod 600 "$WORK/short"
+	expect_refused "a short tier_key" "holds 31 bytes, not 32 to 4096; make one with dlcache keygen FILE" \
+		"tier_key=$WORK/short"
+	head -c 32 /dev/urandom >"$WORK/open"
+	chmod 644 "$WORK/open"
+	expect_refused "a tier_key readable by others" "is open to its group or others (mode 0644); chmod 600 $WORK/open" \
+		"tier_key=$WORK/open"
+	chmod 640 "$WORK/open"
+	expect_refused "a tier_key readable by its group" "(mode 0640); chmod 600" "tier_key=$WORK/open"
+	# keygen: a new key, never over one.
+	cp "$KEY" "$WORK/key.before"
+	out=$("$DLCACHE" keygen "$KEY" 2>&1) && fail "keygen overwrote a key"
+	grep -q "exists; keygen never overwrites a key" <<<"$out" || fail "unexpected message: $out"
+	cmp -s "$KEY" "$WORK/key.before" || fail "keygen changed the existing key"
+	"$DLCACHE" keygen "$WORK/new.key" >/dev/null
+	expect_eq "a new key's mode and size" "$(stat -c '%a %s' "$WORK/new.key")" "600 32"
+	# A tier line on a mount without a key says how to make one.
+	start_daemon
+	expect_eq "a tier line without tier_key" "$(control $'tier 127.0.0.1:11211\n')" EINVAL
+	out=$(stat_value last_error)
+	grep -q "a tier needs tier_key=FILE.*dlcache keygen FILE" <<<"$out" || fail "last_error: $out"
+	grep -q '"tier"' "$MNT/.stats" && fail "a mount without a key attached a tier"
+	ALLOWED_LOG="\\.control: line 1: a tier needs tier_key=FILE"
+	stop_daemon
+	ALLOWED_LOG='tier server .* (stopped answering|holds a bad value)'
 }
 
 # Under the sanitizers (tests/sanitize.sh) the fill test is left to the main

@@ -2,11 +2,19 @@
  * check_budget.c - the memory budget: what fits is taken at once, what does
  * not waits until bytes come back, optional work never waits and stops at
  * its ceiling, one request larger than the limit passes only alone, and the
- * peak and wait counts say what happened.
+ * peak and wait counts say what happened.  The rule (budget.h): a thread
+ * holding a work charge that asks for another aborts in debug builds
+ * instead of waiting for ever; a charge kept or given back frees the thread
+ * to wait again; and streams that keep memory only without waiting, with
+ * waiters that hold nothing, all run to the end in a budget far too small
+ * for all their blocks.
  */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +43,7 @@ static struct dlc_budget_gauges gauges(void)
 START_TEST(what_fits_is_taken_and_given_back)
 {
 	dlc_budget_acquire(&budget, 60);
+	dlc_budget_keep(&budget, 60);   /* held by a file: the thread may ask again */
 	dlc_budget_acquire(&budget, 40);
 	ck_assert_uint_eq(gauges().used, 100);
 	dlc_budget_release(&budget, 60);
@@ -125,6 +134,134 @@ START_TEST(no_budget_takes_nothing)
 }
 END_TEST
 
+START_TEST(kept_memory_stops_at_half_the_limit)
+{
+	ck_assert_uint_eq(dlc_budget_kept_ceiling(&budget), 50);
+	ck_assert_uint_eq(dlc_budget_kept_ceiling(NULL), UINT64_MAX);
+}
+END_TEST
+
+#ifndef NDEBUG
+/*
+ * The old deadlock in one thread: a source thread took its reply's buffer,
+ * then waited for a block that only its own release could make room for.
+ * Debug builds abort at the second request (before the rule: a wait for
+ * ever, and the test runs out of time).
+ */
+START_TEST(a_thread_holding_budget_never_waits_for_more)
+{
+	dlc_budget_acquire(&budget, 60);
+	dlc_budget_acquire(&budget, 50);
+}
+END_TEST
+#endif
+
+START_TEST(a_charge_kept_or_given_back_lets_the_thread_wait_again)
+{
+	dlc_budget_acquire(&budget, 30);
+	dlc_budget_keep(&budget, 30);           /* an open file's bytes now */
+	dlc_budget_acquire(&budget, 20);
+	dlc_budget_release(&budget, 20);
+	dlc_budget_acquire(&budget, 40);
+	ck_assert_uint_eq(gauges().used, 70);
+	dlc_budget_release(&budget, 40);
+	dlc_budget_release(&budget, 30);        /* the file closed, on any thread */
+	ck_assert_uint_eq(gauges().used, 0);
+}
+END_TEST
+
+/*
+ * blocks.c's pattern: a stream serves each read with a work charge (its
+ * reply) and keeps its last KEPT blocks, taken without waiting below the
+ * kept ceiling; without room it gives back its oldest and tries again, then
+ * reads unbuffered.  STREAMS streams want three times the budget, and all
+ * finish, with use never over the limit nor kept memory over its ceiling.
+ */
+#define STREAMS 12
+#define KEPT 3
+#define BLOCK 10
+#define REPLY 5
+#define STEPS 300
+
+static _Atomic uint64_t kept_now, kept_peak;
+static _Atomic unsigned unbuffered;
+
+static void keep_count(int64_t delta)
+{
+	uint64_t now = atomic_fetch_add(&kept_now, (uint64_t)delta) + (uint64_t)delta;
+	uint64_t peak = atomic_load(&kept_peak);
+
+	while (now > peak && !atomic_compare_exchange_weak(&kept_peak, &peak, now))
+		;
+}
+
+static void *stream_thread(void *arg)
+{
+	bool held[KEPT] = { false };
+	unsigned next = 0;
+
+	(void)arg;
+	for (int step = 0; step < STEPS; step++) {
+		bool got;
+
+		dlc_budget_acquire(&budget, REPLY);
+		/* The slot of the oldest block goes first, whatever happens. */
+		if (held[next]) {
+			dlc_budget_release(&budget, BLOCK);
+			keep_count(-BLOCK);
+			held[next] = false;
+		}
+		got = dlc_budget_try_acquire(&budget, BLOCK, dlc_budget_kept_ceiling(&budget));
+		for (unsigned i = 1; !got && i < KEPT; i++) {
+			unsigned oldest = (next + i) % KEPT;
+
+			if (held[oldest]) {
+				dlc_budget_release(&budget, BLOCK);
+				keep_count(-BLOCK);
+				held[oldest] = false;
+				got = dlc_budget_try_acquire(&budget, BLOCK,
+							     dlc_budget_kept_ceiling(&budget));
+			}
+		}
+		if (got) {
+			keep_count(BLOCK);
+			held[next] = true;
+		} else {
+			atomic_fetch_add(&unbuffered, 1);
+		}
+		next = (next + 1) % KEPT;
+		if (step % 16 == 0)
+			sched_yield();
+		dlc_budget_release(&budget, REPLY);
+	}
+	for (unsigned i = 0; i < KEPT; i++) {
+		if (held[i]) {
+			dlc_budget_release(&budget, BLOCK);
+			keep_count(-BLOCK);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(streams_that_keep_memory_without_waiting_never_stop)
+{
+	pthread_t threads[STREAMS];
+
+	atomic_store(&kept_now, 0);
+	atomic_store(&kept_peak, 0);
+	atomic_store(&unbuffered, 0);
+	for (int i = 0; i < STREAMS; i++)
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, stream_thread, NULL), 0);
+	/* check's timeout fails the test if a stream stops. */
+	for (int i = 0; i < STREAMS; i++)
+		pthread_join(threads[i], NULL);
+	ck_assert_uint_eq(gauges().used, 0);
+	ck_assert_uint_le(gauges().peak, 100);
+	ck_assert_uint_le(atomic_load(&kept_peak), 50);
+	ck_assert_uint_gt(atomic_load(&unbuffered), 0);        /* memory was short */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *suite = suite_create("budget");
@@ -138,6 +275,14 @@ int main(void)
 	tcase_add_test(tc, a_request_that_does_not_fit_waits_for_bytes_to_come_back);
 	tcase_add_test(tc, a_request_over_the_limit_passes_only_alone);
 	tcase_add_test(tc, no_budget_takes_nothing);
+	tcase_add_test(tc, kept_memory_stops_at_half_the_limit);
+	tcase_add_test(tc, a_charge_kept_or_given_back_lets_the_thread_wait_again);
+	tcase_add_test(tc, streams_that_keep_memory_without_waiting_never_stop);
+#ifndef NDEBUG
+	/* An abort ends the test's own process only when check forks. */
+	if (!getenv("CK_FORK") || strcmp(getenv("CK_FORK"), "no") != 0)
+		tcase_add_test_raise_signal(tc, a_thread_holding_budget_never_waits_for_more, SIGABRT);
+#endif
 	suite_add_tcase(suite, tc);
 	runner = srunner_create(suite);
 	srunner_run_all(runner, CK_ENV);

@@ -11,6 +11,10 @@
  *    Authorization Header: Transferring Payload in a Single Chunk", examples
  *    GET Object (a Range header and x-amz-content-sha256) and the
  *    ListObjects GET Bucket example (a query to sort and encode).
+ *
+ * And the driver's parsers of what comes from outside (s3_parse.c), table
+ * by table: Content-Range, HTTP dates, URL-encoded listing keys, and the
+ * credentials file; tokens and lines of any length.
  */
 #include <check.h>
 #include <errno.h>
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlcache/s3_parse.h"
 #include "dlcache/s3_sign.h"
 #include "dlcache/s3_source.h"
 
@@ -268,6 +273,174 @@ START_TEST(test_endpoint_parse)
 }
 END_TEST
 
+/* A session token or a continuation token of any length signs whole (an
+ * 8 KiB token was refused as ENAMETOOLONG, "File name too long"). */
+START_TEST(test_long_token_and_query)
+{
+	size_t token_len = 8192, value_len = 5000;
+	char *token = malloc(token_len + 1), *value = malloc(value_len + 1);
+	char *canonical = malloc(64 * 1024), *expected = malloc(64 * 1024), *query;
+	char out[1024];
+	struct dlc_s3_credentials credentials = suite_credentials;
+	struct dlc_s3_pair params[] = { { "continuation-token", value }, { "list-type", "2" } };
+	struct dlc_s3_request request = {
+		.method = "GET", .path = "/bkt", .params = params, .nparams = 2,
+		.headers = suite_host, .nheaders = 1, .amz_date = "20150830T123600Z",
+		.region = "us-east-1", .service = "s3",
+	};
+	size_t query_size;
+
+	ck_assert(token && value && canonical && expected);
+	memset(token, 'T', token_len);
+	token[token_len] = '\0';
+	memset(value, '/', value_len);      /* every byte encoded: 15000 bytes */
+	value[value_len] = '\0';
+	credentials.session_token = token;
+	query_size = dlc_s3_canonical_query_size(params, 2);
+	query = malloc(query_size);
+	ck_assert_ptr_nonnull(query);
+	ck_assert_int_eq(dlc_s3_canonical_query(params, 2, query, query_size),
+			 (int)(strlen("continuation-token=") + 3 * value_len + strlen("&list-type=2")));
+	ck_assert(strncmp(query, "continuation-token=%2F%2F", 25) == 0);
+	ck_assert(strcmp(query + strlen(query) - 12, "&list-type=2") == 0);
+	ck_assert_int_eq(dlc_s3_canonical_query(params, 2, out, 100), -ENAMETOOLONG);
+	/* The canonical form AWS documents, with the token whole. */
+	snprintf(expected, 64 * 1024, "GET\n/bkt\n%s\nhost:example.amazonaws.com\n"
+		 "x-amz-date:20150830T123600Z\nx-amz-security-token:%s\n\n"
+		 "host;x-amz-date;x-amz-security-token\n%s", query, token, DLC_S3_EMPTY_SHA256);
+	ck_assert_int_eq(dlc_s3_canonical_request(&request, &credentials, canonical, 64 * 1024),
+			 (int)strlen(expected));
+	ck_assert_str_eq(canonical, expected);
+	ck_assert_int_eq(dlc_s3_sign(&request, &credentials, out, sizeof(out)), 0);
+	ck_assert(strstr(out, "SignedHeaders=host;x-amz-date;x-amz-security-token, Signature="));
+	free(token);
+	free(value);
+	free(canonical);
+	free(expected);
+	free(query);
+}
+END_TEST
+
+/* Content-Range of a 206 (s3_parse.c): exactly "bytes FIRST-LAST/TOTAL". */
+START_TEST(test_content_range)
+{
+	static const struct {
+		const char *in;
+		uint64_t first, last, total;
+	} good[] = {
+		{ "bytes 0-99/100", 0, 99, 100 },
+		{ "bytes 64-1063/20000", 64, 1063, 20000 },
+		{ "  BYTES 5-5/6\r\n", 5, 5, 6 },
+		{ "bytes 0-0/*", 0, 0, DLC_S3_SIZE_UNKNOWN },
+		{ "bytes 18446744073709551613-18446744073709551613/18446744073709551614",
+		  18446744073709551613ull, 18446744073709551613ull, 18446744073709551614ull },
+	};
+	static const char *const bad[] = {
+		"", "bytes", "bytes ", "bytes 0-99", "bytes 0-99/", "bytes -99/100", "bytes 0-/100",
+		"bytes 10-9/100", "bytes 0-100/100", "bytes */100", "bytes +1-2/3", "bytes 1-2/3x",
+		"bytes 1 -2/3", "items 0-1/2", "bytes=0-1/2", "bytes 0-1/2/3",
+		"bytes 0-18446744073709551616/18446744073709551617", "bytes 0-1/18446744073709551615",
+	};
+	uint64_t first, last, total;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_msg(dlc_s3_content_range_parse(good[i].in, &first, &last, &total) == 0,
+			      "%s", good[i].in);
+		ck_assert(first == good[i].first && last == good[i].last && total == good[i].total);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(dlc_s3_content_range_parse(bad[i], &first, &last, &total) == -EINVAL,
+			      "'%s' was taken", bad[i]);
+}
+END_TEST
+
+START_TEST(test_http_date)
+{
+	int64_t when;
+
+	ck_assert_int_eq(dlc_s3_http_date_parse("Sun, 30 Aug 2015 12:36:00 GMT", &when), 0);
+	ck_assert_int_eq(when, 1440938160);
+	ck_assert_int_eq(dlc_s3_http_date_parse("Sun, 30 Aug 2015 12:36:00 GMT junk", &when), -EINVAL);
+	ck_assert_int_eq(dlc_s3_http_date_parse("yesterday", &when), -EINVAL);
+}
+END_TEST
+
+/* Keys of a listing with encoding-type=url, decoded as S3 encodes them. */
+START_TEST(test_url_decode)
+{
+	static const struct { const char *in, *out; } good[] = {
+		{ "plain/key.jpg", "plain/key.jpg" },
+		{ "a+b%20c", "a b c" },
+		{ "50%25%2Boff", "50%+off" },
+		{ "ctl%01name%7f", "ctl\001name\177" },
+		{ "%C3%BCn%c3%afcode", "\xc3\xbc" "n\xc3\xaf" "code" },
+		{ "", "" },
+	};
+	static const char *const bad[] = { "%", "%4", "%G0", "a%0", "nul%00byte", "%%41" };
+	char *out;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(dlc_s3_url_decode(good[i].in, &out), 0);
+		ck_assert_str_eq(out, good[i].out);
+		free(out);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(dlc_s3_url_decode(bad[i], &out) == -EINVAL, "'%s' was taken", bad[i]);
+		ck_assert_ptr_null(out);
+	}
+}
+END_TEST
+
+/* The shared credentials file: lines of any length, CR LF, comments, the
+ * profile's keys only. */
+START_TEST(test_credentials_parse)
+{
+	size_t token_len = 3 * 4096 + 17;
+	char *token = malloc(token_len + 1), *text = malloc(token_len + 1024);
+	struct dlc_s3_keys keys;
+	bool found;
+
+	ck_assert(token && text);
+	for (size_t i = 0; i < token_len; i++)
+		token[i] = (char)('A' + i % 26);
+	token[token_len] = '\0';
+	snprintf(text, token_len + 1024,
+		 "# comment\n[default]\naws_access_key_id = AKIDDEFAULT\n"
+		 "aws_secret_access_key=secret-default\n\n"
+		 "[ long ]\r\n; another comment\r\naws_access_key_id=AKIDLONG\r\n"
+		 "aws_secret_access_key =  s e c  \r\naws_session_token = %s\r\nregion = x\r\n"
+		 "[half]\naws_access_key_id = AKIDHALF\naws_session_token =\n"
+		 "[last]\naws_access_key_id = AKIDLAST", token);
+	ck_assert_int_eq(dlc_s3_credentials_parse(text, "long", &keys, &found), 0);
+	ck_assert(found);
+	ck_assert_str_eq(keys.access_key, "AKIDLONG");
+	ck_assert_str_eq(keys.secret_key, "s e c");
+	ck_assert_str_eq(keys.session_token, token);
+	dlc_s3_keys_wipe(&keys);
+	ck_assert_ptr_null(keys.access_key);
+	ck_assert_int_eq(dlc_s3_credentials_parse(text, "default", &keys, &found), 0);
+	ck_assert(found);
+	ck_assert_str_eq(keys.access_key, "AKIDDEFAULT");
+	ck_assert_str_eq(keys.secret_key, "secret-default");
+	ck_assert_ptr_null(keys.session_token);
+	dlc_s3_keys_wipe(&keys);
+	ck_assert_int_eq(dlc_s3_credentials_parse(text, "half", &keys, &found), 0);
+	ck_assert(found);
+	ck_assert_str_eq(keys.access_key, "AKIDHALF");
+	ck_assert_ptr_null(keys.secret_key);
+	ck_assert_ptr_null(keys.session_token);        /* empty is none */
+	dlc_s3_keys_wipe(&keys);
+	ck_assert_int_eq(dlc_s3_credentials_parse(text, "last", &keys, &found), 0);
+	ck_assert_str_eq(keys.access_key, "AKIDLAST");  /* no final line end */
+	dlc_s3_keys_wipe(&keys);
+	ck_assert_int_eq(dlc_s3_credentials_parse(text, "nosuch", &keys, &found), 0);
+	ck_assert(!found);
+	ck_assert_ptr_null(keys.access_key);
+	free(token);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *suite = suite_create("s3sign");
@@ -288,6 +461,15 @@ int main(void)
 	tcase_add_test(sources, test_source_parse);
 	tcase_add_test(sources, test_endpoint_parse);
 	suite_add_tcase(suite, sources);
+	TCase *long_inputs = tcase_create("inputs of any length");
+	tcase_add_test(long_inputs, test_long_token_and_query);
+	tcase_add_test(long_inputs, test_credentials_parse);
+	suite_add_tcase(suite, long_inputs);
+	TCase *replies = tcase_create("server replies");
+	tcase_add_test(replies, test_content_range);
+	tcase_add_test(replies, test_http_date);
+	tcase_add_test(replies, test_url_decode);
+	suite_add_tcase(suite, replies);
 	runner = srunner_create(suite);
 	srunner_run_all(runner, CK_ENV);
 	failed = srunner_ntests_failed(runner);

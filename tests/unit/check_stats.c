@@ -38,6 +38,7 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"readaheads",
 	"head_reads",
 	"whole_block_opens",
+	"unbuffered_reads",
 	"ioctls",
 	"warmed",
 };
@@ -298,7 +299,8 @@ START_TEST(test_every_key_once_per_object)
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
-			  "head_reads", "whole_block_opens", "ioctls", "warmed", "hit_ratio", "last_error", "epoch",
+			  "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls", "warmed", "hit_ratio",
+			  "last_error", "epoch",
 			  "scored_samples",
 			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
 		{ "remote_ops", { "list", "stat", "open", "read", "close", "metadata", "errors" } },
@@ -313,7 +315,8 @@ START_TEST(test_every_key_once_per_object)
 				"prefetches", "prefetch_hits", "chunk_reads", "chunk_admissions", "chunk_hits",
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
-				"readaheads", "head_reads", "whole_block_opens", "ioctls", "warmed" } },
+				"readaheads", "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls",
+				"warmed" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

@@ -36,6 +36,8 @@
 #include "dlcache/hash.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
+/* White box: the invariants test breaks the state on purpose. */
+#include "../../src/cache/store_private.h"
 
 static char root[PATH_MAX];
 static char cache_dir[PATH_MAX];
@@ -360,6 +362,33 @@ START_TEST(test_replace_keeps_one_entry)
 	ck_assert_int_eq(l.entries[0].mtime_ns, 2);
 	loaded_free(&l);
 	ck_assert_uint_eq(count_in("data"), 1);
+	ck_assert_int_eq(dlc_store_close(store), 0);
+}
+END_TEST
+
+/*
+ * dlc_store_verify holds through a store's life, and catches the states
+ * its DESIGN block rules out when they are made on purpose (verify builds
+ * abort on them at each release of the lock).
+ */
+START_TEST(test_verify_holds_and_catches_broken_states)
+{
+	struct dlc_store *store = open_ok();
+
+	ck_assert_int_eq(dlc_store_verify(store), 0);
+	(void)insert_ok(store, "a.jpg", 5000, 1, 1);
+	ck_assert(store->in_txn);                   /* the batch is open */
+	ck_assert_int_eq(dlc_store_verify(store), 0);
+	ck_assert_int_eq(dlc_store_flush(store), 0);
+	ck_assert_int_eq(dlc_store_verify(store), 0);
+
+	store->in_txn = true;                       /* a flag SQLite disagrees with */
+	ck_assert_int_eq(dlc_store_verify(store), -EUCLEAN);
+	store->in_txn = false;
+	store->no_index = true;                     /* "no index" with a connection */
+	ck_assert_int_eq(dlc_store_verify(store), -EUCLEAN);
+	store->no_index = false;
+	ck_assert_int_eq(dlc_store_verify(store), 0);
 	ck_assert_int_eq(dlc_store_close(store), 0);
 }
 END_TEST
@@ -1756,6 +1785,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_replace_keeps_one_entry);
 	tcase_add_test(tc, test_insert_stamp_opens_the_written_file_until_it_changes);
 	tcase_add_test(tc, test_footprint);
+	tcase_add_test(tc, test_verify_holds_and_catches_broken_states);
 	tcase_add_test(tc, test_open_creates_layout);
 	tcase_add_test(tc, test_open_keeps_existing_mode);
 	tcase_add_test(tc, test_open_not_a_directory);

@@ -1,6 +1,6 @@
 /*
- * check_tier.c - the cluster tier: keys, owners and value frames
- * (tier_place.c, pure), the client against a real memcached on a loopback
+ * check_tier.c - the cluster tier: keys and owners (tier_place.c, pure),
+ * sealed values and the key file (tier_seal.c), the client against a real memcached on a loopback
  * port (tier.c: round trip, refusal to serve a bad value, a dead server
  * answered as a miss within the timeout), and the tier block of .stats in
  * JSON and Prometheus text.
@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libmemcached/memcached.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -18,13 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "dlcache/hash.h"
 #include "dlcache/stats.h"
 #include "dlcache/tier.h"
 #include "dlcache/tier_place.h"
+#include "dlcache/tier_seal.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -71,29 +75,160 @@ START_TEST(test_owner_balance_and_growth)
 }
 END_TEST
 
-START_TEST(test_value_frames)
-{
-	unsigned char payload[1000], value[DLC_TIER_HEADER_SIZE + 1000];
+static const unsigned char test_secret[40] = "a secret of forty bytes, for the tests.";
 
-	for (size_t i = 0; i < sizeof(payload); i++)
-		payload[i] = (unsigned char)(i * 7);
-	dlc_tier_value_header(payload, sizeof(payload), value);
-	memcpy(value + DLC_TIER_HEADER_SIZE, payload, sizeof(payload));
-	ck_assert_int_eq(dlc_tier_value_check(value, sizeof(value), 1000), DLC_TIER_VALUE_GOOD);
-	ck_assert_int_eq(dlc_tier_value_check(value, sizeof(value), 999), DLC_TIER_VALUE_BAD_SIZE);
-	ck_assert_int_eq(dlc_tier_value_check(value, sizeof(value) - 1, 1000), DLC_TIER_VALUE_BAD_FRAME);
-	ck_assert_int_eq(dlc_tier_value_check(value, 10, 1000), DLC_TIER_VALUE_BAD_FRAME);
-	for (size_t at = DLC_TIER_HEADER_SIZE; at < sizeof(value); at += 97) {
-		value[at] ^= 0x01;
-		ck_assert_int_eq(dlc_tier_value_check(value, sizeof(value), 1000), DLC_TIER_VALUE_BAD_HASH);
-		value[at] ^= 0x01;
+static struct dlc_tier_sealer *test_sealer(const unsigned char *secret, size_t len)
+{
+	struct dlc_tier_sealer *sealer = NULL;
+
+	ck_assert_int_eq(dlc_tier_sealer_new(secret, len, &sealer), 0);
+	ck_assert_ptr_nonnull(sealer);
+	return sealer;
+}
+
+/*
+ * A sealed value opens only as the value it was sealed for: every byte of
+ * magic, nonce, body and tag flipped, another snapshot, inode or size
+ * (the associated data), another key, a cut or a longer value: refused.
+ */
+START_TEST(test_seal_and_open)
+{
+	enum { SIZE = 1000, LEN = SIZE + DLC_TIER_SEAL_OVERHEAD };
+	unsigned char payload[SIZE], value[LEN], again[LEN], out[SIZE + 1];
+	struct dlc_tier_sealer *sealer = test_sealer(test_secret, sizeof(test_secret));
+	struct dlc_tier_sealer *other = test_sealer(test_secret, sizeof(test_secret) - 1);
+
+	for (size_t i = 0; i < SIZE; i++)
+		payload[i] = (unsigned char)(i * 7 + 3);
+	ck_assert_int_eq(dlc_tier_seal(sealer, 42, 7, payload, SIZE, value), 0);
+	ck_assert_mem_eq(value, "DLT2", 4);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, LEN, out, SIZE), DLC_TIER_OPEN_GOOD);
+	ck_assert_mem_eq(out, payload, SIZE);
+	/* The bytes are not in the clear, and each seal has its own nonce. */
+	ck_assert(memmem(value, LEN, payload + 100, 32) == NULL);
+	ck_assert_int_eq(dlc_tier_seal(sealer, 42, 7, payload, SIZE, again), 0);
+	ck_assert(memcmp(value + 4, again + 4, DLC_TIER_SEAL_NONCE_SIZE) != 0);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, again, LEN, out, SIZE), DLC_TIER_OPEN_GOOD);
+
+	/* Every byte, every bit of it in turn (magic, nonce, body, tag). */
+	for (size_t at = 0; at < LEN; at++) {
+		unsigned char bit = (unsigned char)(1u << (at % 8));
+
+		value[at] ^= bit;
+		ck_assert_msg(dlc_tier_unseal(sealer, 42, 7, value, LEN, out, SIZE) != DLC_TIER_OPEN_GOOD,
+			      "a value with byte %zu flipped opened", at);
+		value[at] ^= bit;
 	}
-	value[0] ^= 0x20;
-	ck_assert_int_eq(dlc_tier_value_check(value, sizeof(value), 1000), DLC_TIER_VALUE_BAD_FRAME);
-	value[0] ^= 0x20;
-	/* An empty file frames as a bare header. */
-	dlc_tier_value_header(payload, 0, value);
-	ck_assert_int_eq(dlc_tier_value_check(value, DLC_TIER_HEADER_SIZE, 0), DLC_TIER_VALUE_GOOD);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, LEN, out, SIZE), DLC_TIER_OPEN_GOOD);
+	/* The associated data: another snapshot, inode or size. */
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 43, 7, value, LEN, out, SIZE), DLC_TIER_OPEN_BAD_SEAL);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42 | (1ULL << 63), 7, value, LEN, out, SIZE),
+			 DLC_TIER_OPEN_BAD_SEAL);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 8, value, LEN, out, SIZE), DLC_TIER_OPEN_BAD_SEAL);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7 | (1u << 31), value, LEN, out, SIZE),
+			 DLC_TIER_OPEN_BAD_SEAL);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, LEN, out, SIZE - 1),
+			 DLC_TIER_OPEN_BAD_FRAME);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, LEN - 1, out, SIZE - 1),
+			 DLC_TIER_OPEN_BAD_SEAL);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, LEN, out, SIZE + 1),
+			 DLC_TIER_OPEN_BAD_FRAME);
+	/* Cut, or too short to hold a seal at all. */
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, LEN - 1, out, SIZE),
+			 DLC_TIER_OPEN_BAD_FRAME);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 7, value, 3, out, 0), DLC_TIER_OPEN_BAD_FRAME);
+	/* Another key (the secret less its last byte). */
+	ck_assert_int_eq(dlc_tier_unseal(other, 42, 7, value, LEN, out, SIZE), DLC_TIER_OPEN_BAD_SEAL);
+	/* An empty file seals too, and is bound all the same. */
+	ck_assert_int_eq(dlc_tier_seal(sealer, 42, 9, payload, 0, value), 0);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 9, value, DLC_TIER_SEAL_OVERHEAD, out, 0),
+			 DLC_TIER_OPEN_GOOD);
+	ck_assert_int_eq(dlc_tier_unseal(sealer, 42, 10, value, DLC_TIER_SEAL_OVERHEAD, out, 0),
+			 DLC_TIER_OPEN_BAD_SEAL);
+	dlc_tier_sealer_free(other);
+	dlc_tier_sealer_free(sealer);
+}
+END_TEST
+
+/* writes len bytes of fill into a new file at path with mode. */
+static void write_file(const char *path, size_t len, mode_t mode)
+{
+	unsigned char buf[64];
+	int fd;
+
+	memset(buf, 'k', sizeof(buf));
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+	ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+/* The key file: missing, short, open to others, not a file: one sentence each. */
+START_TEST(test_key_file)
+{
+	char dir[] = "/tmp/check_tier_key.XXXXXX", path[64], link[80];
+	unsigned char *secret = NULL, first[64], *again = NULL;
+	struct stat st;
+	char *cause = NULL;
+	size_t len = 0;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/key", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(cause, "dlcache keygen"));
+	write_file(path, 31, 0600);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "holds 31 bytes"));
+	write_file(path, 32, 0644);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), -EPERM);
+	ck_assert_ptr_nonnull(strstr(cause, "chmod 600"));
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), -EPERM);
+	ck_assert_int_eq(chmod(path, 0602), 0);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), -EPERM);
+	ck_assert_int_eq(chmod(path, 0400), 0);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), 0);
+	ck_assert_uint_eq(len, 32);
+	ck_assert_mem_eq(secret, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk", 32);
+	free(secret);
+	ck_assert_int_eq(dlc_tier_key_read(dir, &secret, &len, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "not a regular file"));
+	ck_assert_ptr_null(strchr(cause, '\n'));
+
+	/* keygen: 0600, 32 random bytes, never over a file or a symlink. */
+	unlink(path);
+	ck_assert_int_eq(dlc_tier_key_generate(path, &cause), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(st.st_size, DLC_TIER_KEY_GENERATED);
+	ck_assert_int_eq(dlc_tier_key_read(path, &secret, &len, &cause), 0);
+	memcpy(first, secret, len);
+	free(secret);
+	ck_assert_int_eq(dlc_tier_key_generate(path, &cause), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(cause, "never overwrites"));
+	ck_assert_int_eq(dlc_tier_key_read(path, &again, &len, &cause), 0);
+	ck_assert_mem_eq(again, first, DLC_TIER_KEY_GENERATED);
+	free(again);
+	ck_assert_int_eq(symlink(path, link), 0);
+	ck_assert_int_eq(dlc_tier_key_generate(link, &cause), -EEXIST);
+	unlink(link);
+	ck_assert_int_eq(symlink("/nonexistent/dlc-key", link), 0);
+	ck_assert_int_ne(dlc_tier_key_generate(link, &cause), 0);     /* not through a dangling link */
+	ck_assert_int_ne(access("/nonexistent/dlc-key", F_OK), 0);
+	unlink(link);
+	/* Two keys are not the same key. */
+	snprintf(link, sizeof(link), "%s/key2", dir);
+	ck_assert_int_eq(dlc_tier_key_generate(link, &cause), 0);
+	ck_assert_int_eq(dlc_tier_key_read(link, &again, &len, &cause), 0);
+	ck_assert(memcmp(again, first, DLC_TIER_KEY_GENERATED) != 0);
+	free(again);
+	free(cause);
+	unlink(link);
+	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
@@ -257,16 +392,23 @@ START_TEST(test_client_round_trip)
 		data[i] = (unsigned char)(i * 13 + 1);
 	ck_assert_int_eq(dlc_tier_create(77, 100, &tier), 0);
 	ck_assert(!dlc_tier_on(tier));
-	ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back)), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back), NULL), -ENOENT);
 	snprintf(list, sizeof(list), "# the tier\n127.0.0.1:%u\n", memcached_port);
+	/* No key, no servers: the sentence says how to make one. */
+	ck_assert_int_eq(dlc_tier_set_servers(tier, list, &cause), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cause, "dlcache keygen FILE"));
+	free(cause);
+	cause = NULL;
+	ck_assert(!dlc_tier_on(tier));
+	ck_assert_int_eq(dlc_tier_set_key(tier, test_secret, sizeof(test_secret)), 0);
 	ck_assert_int_eq(dlc_tier_set_servers(tier, list, &cause), 0);
 	ck_assert(dlc_tier_on(tier));
 	ck_assert_int_eq(dlc_tier_start(tier), 0);
 
-	ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back)), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back), NULL), -ENOENT);
 	dlc_tier_offer(tier, 5, data, sizeof(data), NAN);
 	memset(back, 0, sizeof(back));
-	ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back)), 0);
+	ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back), NULL), 0);
 	ck_assert_mem_eq(back, data, sizeof(data));
 
 	/* Below the threshold: not offered. */
@@ -275,9 +417,21 @@ START_TEST(test_client_round_trip)
 	dlc_tier_offer(tier, 7, data, sizeof(data), NAN);
 	dlc_tier_offer(tier, 8, data, sizeof(data), 0.75f);
 	dlc_tier_set_threshold(tier, NAN);
-	ck_assert_int_eq(dlc_tier_get(tier, 6, back, sizeof(back)), -ENOENT);
-	ck_assert_int_eq(dlc_tier_get(tier, 7, back, sizeof(back)), -ENOENT);
-	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back)), 0);
+	ck_assert_int_eq(dlc_tier_get(tier, 6, back, sizeof(back), NULL), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 7, back, sizeof(back), NULL), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), NULL), 0);
+
+	/* A packed member's bytes must hash to its recorded xxh3: a value that
+	 * opens but holds other bytes is refused, counted and deleted. */
+	{
+		uint64_t right = dlc_xxh3(data, sizeof(data)), wrong = right ^ 1;
+
+		ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), &right), 0);
+		ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), &wrong), -ENOENT);
+		ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), &right), -ENOENT);
+		ck_assert_uint_eq(dlc_tier_corrupt(tier), 1);
+		dlc_tier_offer(tier, 8, data, sizeof(data), NAN);
+	}
 
 	/* A value flipped on the server is refused, counted and deleted. */
 	mc = memcached_create(NULL);
@@ -292,7 +446,7 @@ START_TEST(test_client_round_trip)
 		value[vlen - 1] ^= 0x40;
 		ck_assert_int_eq(memcached_set(mc, key, klen, value, vlen, 0, 0), MEMCACHED_SUCCESS);
 		free(value);
-		ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back)), -ENOENT);
+		ck_assert_int_eq(dlc_tier_get(tier, 5, back, sizeof(back), NULL), -ENOENT);
 		value = memcached_get(mc, key, klen, &vlen, &flags, &rc);
 		ck_assert_int_eq(rc, MEMCACHED_NOTFOUND);
 		free(value);
@@ -301,21 +455,22 @@ START_TEST(test_client_round_trip)
 	dlc_tier_verify(tier);
 	ck_assert_uint_eq(dlc_tier_gauges(tier, gauges, 2), 1);
 	/* Framed for another size than the snapshot's: corrupt too. */
-	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back) - 1), -ENOENT);
-	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back)), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back) - 1, NULL), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), NULL), -ENOENT);
 	dlc_tier_offer(tier, 8, data, sizeof(data), NAN);
 	ck_assert_uint_eq(dlc_tier_gauges(tier, gauges, 2), 1);
-	ck_assert_uint_eq(gauges[0].hits, 2);
-	ck_assert_uint_eq(gauges[0].corrupt, 2);
-	ck_assert_uint_eq(gauges[0].adds, 3);
-	ck_assert_uint_eq(gauges[0].bytes, 2 * sizeof(data));
+	ck_assert_uint_eq(gauges[0].hits, 3);
+	ck_assert_uint_eq(gauges[0].corrupt, 3);
+	ck_assert_uint_eq(dlc_tier_corrupt(tier), 3);
+	ck_assert_uint_eq(gauges[0].adds, 4);
+	ck_assert_uint_eq(gauges[0].bytes, 3 * sizeof(data));
 	ck_assert(gauges[0].up);
 
 	/* A dead server: a miss within the timeout, then skipped. */
 	stop_memcached();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back)), -ENOENT);
-	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back)), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), NULL), -ENOENT);
+	ck_assert_int_eq(dlc_tier_get(tier, 8, back, sizeof(back), NULL), -ENOENT);
 	ck_assert_msg(seconds_since(&t0) < 2.0, "a dead server held a get for %.3f s", seconds_since(&t0));
 	dlc_tier_gauges(tier, gauges, 2);
 	ck_assert(!gauges[0].up);
@@ -366,6 +521,7 @@ START_TEST(test_values_up_to_the_item_size)
 			return;
 		}
 		ck_assert_int_eq(dlc_tier_create(78, 1000, &tier), 0);
+		ck_assert_int_eq(dlc_tier_set_key(tier, test_secret, sizeof(test_secret)), 0);
 		snprintf(list, sizeof(list), "127.0.0.1:%u", memcached_port);
 		ck_assert_int_eq(dlc_tier_set_servers(tier, list, &cause), 0);
 		ck_assert_int_eq(dlc_tier_start(tier), 0);
@@ -377,12 +533,12 @@ START_TEST(test_values_up_to_the_item_size)
 			ck_assert_uint_eq(g.item_max, 1u << 20);
 			ck_assert_uint_eq(g.adds, 0);
 			ck_assert_uint_eq(g.refusals, 0);        /* not even sent */
-			ck_assert_int_eq(dlc_tier_get(tier, 9, back, sizeof(back)), -ENOENT);
+			ck_assert_int_eq(dlc_tier_get(tier, 9, back, sizeof(back), NULL), -ENOENT);
 			ck_assert_uint_eq(g.misses, 0);          /* nor asked for */
 		} else {
 			ck_assert_uint_eq(g.item_max, 4u << 20);
 			ck_assert_uint_eq(g.adds, 1);
-			ck_assert_int_eq(dlc_tier_get(tier, 9, back, sizeof(back)), 0);
+			ck_assert_int_eq(dlc_tier_get(tier, 9, back, sizeof(back), NULL), 0);
 			ck_assert_mem_eq(back, data, sizeof(data));
 		}
 		dlc_tier_free(tier);
@@ -410,6 +566,7 @@ START_TEST(test_prune_removes_queued_samples_from_own_server)
 	}
 	memset(data, 0x5a, sizeof(data));
 	ck_assert_int_eq(dlc_tier_create(79, 100, &tier), 0);
+	ck_assert_int_eq(dlc_tier_set_key(tier, test_secret, sizeof(test_secret)), 0);
 	snprintf(list, sizeof(list), "127.0.0.1:%u", memcached_port);
 	ck_assert_int_eq(dlc_tier_set_servers(tier, list, &cause), 0);
 	ck_assert_int_eq(dlc_tier_start(tier), 0);
@@ -424,7 +581,7 @@ START_TEST(test_prune_removes_queued_samples_from_own_server)
 	}
 	ck_assert_uint_eq(g.removed, 3);
 	for (uint32_t ino = 10; ino < 16; ino++)
-		ck_assert_int_eq(dlc_tier_get(tier, ino, back, sizeof(back)), ino % 2 ? -ENOENT : 0);
+		ck_assert_int_eq(dlc_tier_get(tier, ino, back, sizeof(back), NULL), ino % 2 ? -ENOENT : 0);
 	dlc_tier_free(tier);
 	stop_memcached();
 }
@@ -467,7 +624,7 @@ START_TEST(test_stats_tier_block)
 		{ .name = "10.0.0.2:11211", .timeouts = 2 },
 	};
 	struct dlc_stats_gauges gauges = { .source = "/data", .policy = "freeze", .tier = servers,
-					   .tier_count = 2 };
+					   .tier_count = 2, .tier_corrupt = 4 };
 	struct dlc_stats stats;
 	char *json = NULL, *text = NULL;
 	size_t size = 0;
@@ -476,13 +633,14 @@ START_TEST(test_stats_tier_block)
 	dlc_stats_init(&stats);
 	dlc_stats_add(&stats, DLC_STAT_HITS, 5);
 	ck_assert_int_eq(dlc_stats_render_json(&stats, &gauges, &json, NULL), 0);
-	ck_assert_ptr_nonnull(strstr(json, "\n  \"tier\": {\n    \"servers\": 2,\n    \"10.0.0.1:11211\": {\n      \"up\": true,"));
+	ck_assert_ptr_nonnull(strstr(json, "\n  \"tier\": {\n    \"servers\": 2,\n    \"corrupt\": 4,\n    \"10.0.0.1:11211\": {\n      \"up\": true,"));
 	out = open_memstream(&text, &size);
 	ck_assert_int_eq(dlc_stats_print_prometheus(json, out), 0);
 	fclose(out);
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_hits 5\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_cache_capacity 0\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_servers 2\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_corrupt 4\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_hits{server=\"10.0.0.1:11211\"} 7\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_up{server=\"10.0.0.1:11211\"} 1\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\ndlcache_tier_up{server=\"10.0.0.2:11211\"} 0\n"));
@@ -510,7 +668,8 @@ static Suite *tier_suite(void)
 
 	tcase_add_test(tc, test_keys);
 	tcase_add_test(tc, test_owner_balance_and_growth);
-	tcase_add_test(tc, test_value_frames);
+	tcase_add_test(tc, test_seal_and_open);
+	tcase_add_test(tc, test_key_file);
 	tcase_add_test(tc, test_threshold);
 	tcase_add_loop_test(tc, test_parse_server, 0, COUNT(server_cases));
 	suite_add_tcase(s, tc);

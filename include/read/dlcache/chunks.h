@@ -97,6 +97,15 @@ void dlc_chunks_hold(struct dlc_chunks *chunks, uint32_t ino, const void *data, 
  * when they were held. */
 bool dlc_chunks_take_held(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size);
 
+/*
+ * The xxh3 the snapshot recorded for member ino's bytes, which a copy from
+ * elsewhere (the cluster tier) must match as a read of its chunk does:
+ * stored in *hash and hash returned; NULL when chunks is NULL (a tree
+ * source records none) or ino is not a member.
+ */
+const uint64_t *dlc_chunks_recorded_hash(const struct dlc_chunks *chunks, uint32_t ino,
+					 uint64_t *hash);
+
 /* Chunk handles open now (idle ones beyond a quarter of RLIMIT_NOFILE are closed). */
 unsigned dlc_chunks_open_handles(struct dlc_chunks *chunks);
 

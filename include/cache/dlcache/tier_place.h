@@ -1,7 +1,7 @@
 /*
  * tier_place.h - the cluster tier's pure arithmetic: which server owns a
- * sample, the key it is stored under, and the value's frame (size and xxh3
- * around the bytes).  No I/O, no logging; tier.c does the talking.
+ * sample and the key it is stored under (the value's seal is tier_seal.h).
+ * No I/O, no logging; tier.c does the talking.
  *
  * Owner.  Jump consistent hashing (Lamping and Veach, 2014) of the key's
  * xxh3 over the server list, in the list's order: every node given the same
@@ -12,13 +12,8 @@
  *
  * Key.  "dlc1:" SNAPSHOT_ID(16 hex) ":" INODE(hex): nodes that mount the same
  * snapshot (same identity, see dlc_snapshot_id) agree on every key; nodes
- * with different snapshots never share one.
- *
- * Value.  A 24-byte header (magic "DLT1", format version, payload size,
- * payload xxh3, all little-endian) then the payload.  dlc_tier_value_check
- * accepts a value only when its magic, its length, the expected size and
- * the xxh3 of the payload all agree, so a truncated, foreign or corrupted
- * value is never served.
+ * with different snapshots never share one.  A key is no secret: whoever
+ * reaches a server can name any sample's value, hence the seal.
  */
 #ifndef DLCACHE_TIER_PLACE_H
 #define DLCACHE_TIER_PLACE_H
@@ -28,7 +23,6 @@
 #include <stdint.h>
 
 #define DLC_TIER_KEY_MAX 48
-#define DLC_TIER_HEADER_SIZE 24
 
 /* The key of inode ino of the snapshot with identity snapshot_id, written
  * NUL-terminated into key (DLC_TIER_KEY_MAX bytes); returns its length. */
@@ -36,22 +30,6 @@ size_t dlc_tier_place_key(uint64_t snapshot_id, uint32_t ino, char *key);
 
 /* The index (0..nservers-1) of the server that owns key; nservers > 0. */
 unsigned dlc_tier_place_owner(const char *key, size_t key_len, unsigned nservers);
-
-/* Writes the header of a value framing size bytes of data into header
- * (DLC_TIER_HEADER_SIZE bytes). */
-void dlc_tier_value_header(const void *data, uint64_t size, unsigned char *header);
-
-/* The outcome of checking a value read back from a server. */
-enum dlc_tier_check {
-	DLC_TIER_VALUE_GOOD,           /* payload is size bytes whose xxh3 matches */
-	DLC_TIER_VALUE_BAD_FRAME,      /* too short, wrong magic or version, or length off */
-	DLC_TIER_VALUE_BAD_SIZE,       /* framed for another size than expected */
-	DLC_TIER_VALUE_BAD_HASH,       /* the payload's xxh3 differs from the header's */
-};
-
-/* Checks value (len bytes) as the frame of expected_size bytes; on GOOD the
- * payload starts at value + DLC_TIER_HEADER_SIZE. */
-enum dlc_tier_check dlc_tier_value_check(const void *value, size_t len, uint64_t expected_size);
 
 /*
  * The admission threshold when the tier's budget (bytes) is smaller than the

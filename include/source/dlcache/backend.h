@@ -54,12 +54,15 @@ struct dlc_backend_dirent {
 };
 
 /*
- * The version the snapshot recorded for path, written into buf (size
- * bytes); returns true when there is one.  Given to a driver after the
- * snapshot is loaded (dlc_backend_set_versions), so that it can read exactly
- * the bytes the snapshot described without asking the remote (S3: If-Match).
+ * What the snapshot recorded of regular file path: returns true when it
+ * holds one, with its size in *bytes and its version in buf (size bytes;
+ * "" when it recorded none or the version does not fit).  Given to a
+ * driver after the snapshot is loaded (dlc_backend_set_versions), so that
+ * it can read exactly the bytes the snapshot described without asking the
+ * remote (S3: If-Match, and each answer checked against version and size).
  */
-typedef bool (*dlc_backend_version_fn)(void *arg, const char *path, char *buf, size_t size);
+typedef bool (*dlc_backend_version_fn)(void *arg, const char *path, char *buf, size_t size,
+				       uint64_t *bytes);
 
 /* Returns 0 to go on, or -errno to stop the listing with that error. */
 typedef int (*dlc_backend_list_cb)(void *arg, const struct dlc_backend_dirent *entry);
@@ -129,6 +132,15 @@ int dlc_backend_open(struct dlc_backend *backend, const char *path,
 ssize_t dlc_backend_pread(struct dlc_backend *backend, struct dlc_backend_file *file,
 			  void *buf, size_t len, uint64_t off);
 int dlc_backend_close(struct dlc_backend *backend, struct dlc_backend_file *file);
+
+/*
+ * A driver whose list fails for a reason no errno says (S3: a page that is
+ * truncated but gives no continuation token) leaves a sentence with
+ * dlc_cause_thread_set (cause.h) before it returns; the caller of
+ * dlc_backend_list reads it with dlc_cause_thread (NULL when the driver
+ * left none) and shows it instead of strerror.  dlc_backend_list clears it
+ * as it starts.
+ */
 
 /* Hands the snapshot's versions to the driver (a no-op for drivers that
  * have none); fn must stay callable until the backend is destroyed. */

@@ -62,6 +62,8 @@ enum dlc_stat {
 	DLC_STAT_READAHEADS,           /* blocks fetched ahead of a sequential reader */
 	DLC_STAT_HEAD_READS,           /* first reads of a large file served by a small source read */
 	DLC_STAT_WHOLE_BLOCK_OPENS,    /* opens of a large file served whole from its cached blocks */
+	DLC_STAT_UNBUFFERED_READS,     /* reads of a large file sent straight from the source:
+					* no room in the memory budget for their block */
 	DLC_STAT_IOCTLS,               /* ioctl(2) calls on files of the mount, each a round trip
 					* (Python's open() asks every file whether it is a tty) */
 	DLC_STAT_WARMED,               /* announced hits whose cache files were read ahead */
@@ -121,6 +123,8 @@ struct dlc_stats_gauges {
 	uint64_t memory_waits;         /* and how often work waited for room */
 	const struct dlc_stats_tier_server *tier;  /* the tier's servers, NULL: none */
 	unsigned tier_count;
+	uint64_t tier_corrupt;         /* tier values refused (sealed wrong, or not a packed
+					* member's bytes), over every server list */
 };
 
 void dlc_stats_init(struct dlc_stats *stats);

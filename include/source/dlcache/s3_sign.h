@@ -71,9 +71,13 @@ struct dlc_s3_request {
 int dlc_s3_uri_encode(const char *in, bool keep_slash, char *out, size_t size);
 
 /* The canonical query string of params (encoded, sorted by name then value,
- * joined with '&'; "" for none) into out.  Length or -ENAMETOOLONG/-EINVAL. */
+ * joined with '&'; "" for none) into out.  Length or -ENAMETOOLONG (out is
+ * too small), -EINVAL or -ENOMEM.  Values of any length are encoded. */
 int dlc_s3_canonical_query(const struct dlc_s3_pair *params, size_t nparams, char *out,
 			   size_t size);
+
+/* Bytes enough for the canonical query of params, its NUL included. */
+size_t dlc_s3_canonical_query_size(const struct dlc_s3_pair *params, size_t nparams);
 
 /* The canonical request (see above) into out.  Length, or -EINVAL for a bad
  * request (too many headers, missing fields) or -ENAMETOOLONG. */

@@ -69,6 +69,9 @@ struct dlc_options {
 	enum dlc_log_level log_level;
 	char *tier_servers;         /* tier_servers= as written, or NULL */
 	char *tier_list;            /* its text, read and checked by dlc_options_validate */
+	char *tier_key;             /* tier_key= as written, or NULL */
+	unsigned char *tier_secret; /* its bytes, read and checked by dlc_options_validate */
+	size_t tier_secret_len;
 	uint64_t tier_timeout_ns;   /* 0: DLC_TIER_DEFAULT_TIMEOUT_MS */
 	struct dlc_backend_config backend;  /* source_delay, source_bw, source_fail_every,
 					     * nfs_timeout; connections from the thread counts */

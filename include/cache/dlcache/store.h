@@ -199,6 +199,14 @@ int dlc_store_meta_set(struct dlc_store *store, const char *key, const char *val
 int dlc_store_close(struct dlc_store *store);
 
 /*
+ * Checks the store's invariants under its lock (the batch transaction flag
+ * agrees with SQLite's, a store without an index has no connection, every
+ * statement is prepared): 0, or -EUCLEAN.  Verify builds also run them at
+ * each release of the lock (verify.h).
+ */
+int dlc_store_verify(struct dlc_store *store);
+
+/*
  * Bytes a cached file of size bytes is charged against cache_size: size
  * rounded up to whole 4 KiB blocks, so an empty file costs 0 (its inode and
  * the index row are not charged).

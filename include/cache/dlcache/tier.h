@@ -6,8 +6,10 @@
  * source read the bytes are offered to the owner with memcached's add.  The
  * tier never fails a read: every error, timeout, refusal or bad value is a
  * miss to the caller, who then reads the source, so the tier can slow a read
- * by at most its timeout.  Values are checked (size, xxh3) before a byte is
- * served; a bad one is counted as corrupt and deleted.
+ * by at most its timeout.  Values are sealed under the job's key
+ * (tier_seal.h) and opened before a byte is served; one that does not open
+ * (forged, moved, replayed from another snapshot, altered) is counted as
+ * corrupt and deleted.  A tier has servers only once it has a key.
  *
  * Admission.  Each server is filled with add and then frozen: memcached runs
  * with -M, so when its memory is used up it refuses instead of evicting; a
@@ -28,7 +30,7 @@
 
 #define DLC_TIER_DEFAULT_TIMEOUT_MS 200
 /* Largest payload offered: memcached's default item size (1 MiB) less room
- * for the item header, key and value frame. */
+ * for the item header, key and seal. */
 #define DLC_TIER_VALUE_MAX ((1u << 20) - 1024)
 /* Most servers in one tier. */
 #define DLC_TIER_MAX_SERVERS 256
@@ -49,10 +51,18 @@ int dlc_tier_start(struct dlc_tier *tier);
 void dlc_tier_free(struct dlc_tier *tier);
 
 /*
+ * Derives the key values are sealed with from the tier_key file's bytes
+ * (secret, len bytes; dlc_tier_key_read).  Call before serving, before any
+ * server is set.  0, -ENOMEM or -EIO.
+ */
+int dlc_tier_set_key(struct dlc_tier *tier, const unsigned char *secret, size_t len);
+
+/*
  * Replaces the server list with the HOST:PORT words of text (separated by
  * blanks or newlines; '#' starts a comment to the end of its line); an empty
  * list turns the tier off.  Waits for gets and offers in progress.  0, or
- * -EINVAL with *cause (the list is unchanged), or -ENOMEM.
+ * -EINVAL with *cause (the list is unchanged: also when it names servers
+ * and the tier has no key), or -ENOMEM.
  */
 int dlc_tier_set_servers(struct dlc_tier *tier, const char *text, char **cause);
 
@@ -64,11 +74,18 @@ int dlc_tier_read_file(const char *path, char **text, char **cause);
 bool dlc_tier_on(struct dlc_tier *tier);
 
 /*
- * Copies the tier's value of ino (size bytes, its snapshot size) into buf.
- * 0 on a checked hit; -ENOENT otherwise (off, owner down, not there, timed
- * out, refused, bad value): the caller reads the source.
+ * Opens the tier's value of ino (size bytes, its snapshot size) into buf;
+ * with xxh3 not NULL (a packed member's recorded hash) its bytes must also
+ * hash to *xxh3.  0 on a checked hit; -ENOENT otherwise (off, owner down,
+ * not there, timed out, refused, bad value): buf holds nothing usable and
+ * the caller reads the source.
  */
-int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size);
+int dlc_tier_get(struct dlc_tier *tier, uint32_t ino, void *buf, uint64_t size,
+		 const uint64_t *xxh3);
+
+/* Values refused since the tier was made (sealed wrong, or not the packed
+ * member's bytes), whatever server held them: .stats tier.corrupt. */
+uint64_t dlc_tier_corrupt(struct dlc_tier *tier);
 
 /* Offers ino's bytes just read from the source to their owner (add: a value
  * already there is kept).  Skipped when off, the owner is down or full, the

@@ -18,4 +18,15 @@
 void dlc_cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dlc_cause_vset(char **cause, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/*
+ * A sentence left for the caller of the call running on this thread, where
+ * the interface between them carries only an errno (a source driver's
+ * list: backend.h).  Set keeps the first 511 bytes; the sentence lasts
+ * until the next set or clear on the same thread; dlc_cause_thread returns
+ * NULL when none was left.
+ */
+void dlc_cause_thread_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dlc_cause_thread_clear(void);
+const char *dlc_cause_thread(void);
+
 #endif

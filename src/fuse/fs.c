@@ -35,6 +35,7 @@
 #include "control_apply.h"
 #include "passthrough.h"
 #include "pending.h"
+#include "readonly.h"
 
 /* The dataset does not change while mounted: a year is as good as forever. */
 #define FOREVER (365.0 * 24 * 3600)
@@ -1089,12 +1090,6 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &st);
 }
 
-/* Every mutation: the dataset is read-only. */
-static void refuse(fuse_req_t req)
-{
-	fuse_reply_err(req, EROFS);
-}
-
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -1109,68 +1104,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_attr(req, &st, FOREVER);
 		return;
 	}
-	refuse(req);
-}
-
-static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
-{
-	refuse(req);
-}
-
-static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
-{
-	refuse(req);
-}
-
-static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	refuse(req);
-}
-
-static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
-{
-	refuse(req);
-}
-
-static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		      const char *newname, unsigned int flags)
-{
-	refuse(req);
-}
-
-static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
-{
-	refuse(req);
-}
-
-static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-			size_t size, int flags)
-{
-	refuse(req);
-}
-
-static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-	refuse(req);
-}
-
-static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		      struct fuse_file_info *fi)
-{
-	refuse(req);
-}
-
-static void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-			 struct fuse_file_info *fi)
-{
-	refuse(req);
-}
-
-static void fs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
-			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
-			       struct fuse_file_info *fi_out, size_t len, int flags)
-{
-	refuse(req);
+	fuse_reply_err(req, EROFS);
 }
 
 /* No request runs any more: frees the handles the kernel will never release. */
@@ -1213,19 +1147,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.ioctl = fs_ioctl,
 	.statfs = fs_statfs,
 	.setattr = fs_setattr,
-	.mknod = fs_mknod,
-	.mkdir = fs_mkdir,
-	.unlink = fs_unlink,
-	.rmdir = fs_unlink,
-	.symlink = fs_symlink,
-	.rename = fs_rename,
-	.link = fs_link,
 	.write = fs_write,
-	.setxattr = fs_setxattr,
-	.removexattr = fs_removexattr,
-	.create = fs_create,
-	.fallocate = fs_fallocate,
-	.copy_file_range = fs_copy_file_range,
 };
 
 /* Logs, once per mount, each dataset file the virtual files hide. */
@@ -1274,6 +1196,7 @@ void dlc_fs_stop_source_reads(struct dlc_fs_context *context)
 
 struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context)
 {
+	struct fuse_lowlevel_ops all;
 	struct fuse_session *session;
 	struct fs *fs = calloc(1, sizeof(*fs));
 
@@ -1294,7 +1217,9 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	warn_hidden_names(context->snapshot);
 	if (context->io_uring)
 		fuse_set_log_func(libfuse_log);
-	session = fuse_session_new(args, &ops, sizeof(ops), fs);
+	all = ops;
+	dlc_readonly_ops(&all);
+	session = fuse_session_new(args, &all, sizeof(all), fs);
 	if (!session)
 		goto err;
 	dlc_passthrough_set_session(fs->passthrough, session);

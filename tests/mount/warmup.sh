@@ -102,21 +102,28 @@ test_top_n_warms_the_highest_scores() {
 }
 
 test_a_small_cache_reports_what_it_refused() {
-	# Room for about ten of the 30 files of a class.
-	start_daemon "cache_size=100K"
-	warmup "$MNT/$CLASS0"
+	# Files of 16 KiB exactly (each charged 16 KiB) and room for ten: the
+	# first class fills the cache to the byte, so that no file of the
+	# second fits in what is left.
+	local d i admitted refused
+	for d in a b; do
+		mkdir -p "$WORK/even/$d"
+		for i in $(seq -w 0 29); do head -c 16384 /dev/urandom >"$WORK/even/$d/f$i"; done
+	done
+	start_daemon_from "$WORK/even" "cache_size=160K"
+	warmup "$MNT/a"
 	expect_eq "warmup status with some room (stderr: $(cat "$WORK/err"))" "$STATUS" 0
-	local admitted refused
 	admitted=$(sed -n 's/^  admitted: \([0-9]*\) files.*/\1/p' "$WORK/out")
 	refused=$(sed -n 's/^  refused: \([0-9]*\) files.*/\1/p' "$WORK/out")
 	[ -n "$admitted" ] && [ -n "$refused" ] && [ "$admitted" -gt 0 ] && [ "$refused" -gt 0 ] ||
 		fail "warmup into a small cache reported no admitted and refused files: $(cat "$WORK/out")"
 	expect_eq "admitted + refused" $((admitted + refused)) 30
+	expect_eq "admitted to a cache of ten" "$admitted" 10
 	expect_eq "admitted = .cached" "$admitted" "$(grep -c . "$MNT/.cached")"
 	grep -q 'refused: .*is full' "$WORK/out" || fail "the refusal gives no reason: $(cat "$WORK/out")"
 	# The cache is full of files not read again yet: nothing of another
 	# class gets in, and warmup says so in one sentence.
-	warmup "$MNT/$CLASS1"
+	warmup "$MNT/b"
 	expect_eq "warmup status with no room" "$STATUS" 1
 	expect_eq "stderr lines" "$(wc -l <"$WORK/err")" 1
 	grep -q '^dlcache warmup: nothing was admitted: the cache refused all 30 files' "$WORK/err" ||

@@ -773,13 +773,9 @@ static void run_source_wait(void *arg)
 	free(w);
 }
 
-/* The pool stopped before w ran: the mount is going away. */
-static void drop_source_wait(void *arg)
+/* Frees w and its handle (an open's only reference, a read's own). */
+static void free_source_wait(struct source_wait *w)
 {
-	struct source_wait *w = arg;
-
-	if (dlc_pending_claim(&w->pending))
-		fuse_reply_err(w->pending.req, EIO);
 	if (w->open)
 		free_handle(w->fs, w->h);
 	else
@@ -787,22 +783,35 @@ static void drop_source_wait(void *arg)
 	free(w);
 }
 
-/* Hands w to the source pool, or answers req with the error that prevents it. */
+/* The pool stopped before w ran: the mount is going away. */
+static void drop_source_wait(void *arg)
+{
+	struct source_wait *w = arg;
+
+	if (dlc_pending_claim(&w->pending))
+		fuse_reply_err(w->pending.req, EIO);
+	free_source_wait(w);
+}
+
+/*
+ * Hands w to the source pool, or answers req with the error that prevents
+ * it.  A reader interrupted before the watch was answered EINTR by it:
+ * nothing to run.
+ */
 static void wait_for_source(fuse_req_t req, struct source_wait *w)
 {
 	struct dlc_pool_job job = { run_source_wait, drop_source_wait, w };
 	int rc;
 
-	dlc_pending_watch(&w->pending, req, w->fs->context->stats);
+	if (!dlc_pending_watch(&w->pending, req, w->fs->context->stats)) {
+		free_source_wait(w);
+		return;
+	}
 	rc = dlc_pool_submit(w->fs->source_pool, &job);
 	if (rc < 0) {
 		if (dlc_pending_claim(&w->pending))
 			fuse_reply_err(req, rc == -ESHUTDOWN ? EIO : -rc);
-		if (w->open)
-			free_handle(w->fs, w->h);
-		else
-			handle_put(w->fs, w->h);
-		free(w);
+		free_source_wait(w);
 	}
 }
 

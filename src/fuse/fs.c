@@ -168,11 +168,18 @@ static int fill_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 		st->st_nlink = 1;
 		st->st_uid = fs->owner;
 		st->st_gid = fs->owner_group;
-		if (virtual_of(fs, ino) == VIRTUAL_CONTROL) {
-			/* The kernel (default_permissions) lets only these write it. */
+		if (virtual_of(fs, ino) != VIRTUAL_STATS) {
+			/*
+			 * The kernel (default_permissions) lets only these
+			 * write .control and read .cached and .chunks, whose
+			 * renderings grow with the dataset: another user of an
+			 * allow_other mount cannot fill memory_limit with them.
+			 */
 			const struct dlc_fs_context *c = fs->context;
+			bool control = virtual_of(fs, ino) == VIRTUAL_CONTROL;
 
-			st->st_mode = S_IFREG | (c->control_gid >= 0 ? 0620 : 0600);
+			st->st_mode = S_IFREG | (control ? (c->control_gid >= 0 ? 0620 : 0600)
+							 : (c->control_gid >= 0 ? 0440 : 0400));
 			if (c->control_uid >= 0)
 				st->st_uid = (uid_t)c->control_uid;
 			if (c->control_gid >= 0)
@@ -500,7 +507,7 @@ static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
 	}
 }
 
-/* A rendering made (rc 0) is counted in the memory budget until release. */
+/* .stats, made (rc 0), is counted in the memory budget until release. */
 static int charge_text(struct fs *fs, struct handle *h, int rc)
 {
 	if (rc == 0)
@@ -510,6 +517,7 @@ static int charge_text(struct fs *fs, struct handle *h, int rc)
 
 static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
 {
+	struct dlc_budget *budget = fs->context->budget;
 	struct dlc_stats_gauges gauges;
 
 	switch (which) {
@@ -523,12 +531,14 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 		return charge_text(fs, h, rc);
 	}
 	case VIRTUAL_CACHED:
+		/* Taken from the budget as they grow: -ENOMEM past its limit. */
 		h->kind = HANDLE_TEXT;
-		return charge_text(fs, h, dlc_cache_list(fs->context->cache, &h->text, &h->text_len));
+		return dlc_cache_list(fs->context->cache, budget, budget ? budget->limit : 0, &h->text,
+				      &h->text_len);
 	case VIRTUAL_CHUNKS:
 		h->kind = HANDLE_TEXT;
-		return charge_text(fs, h, dlc_snapshot_render_chunks(fs->context->snapshot, &h->text,
-								    &h->text_len));
+		return dlc_snapshot_render_chunks(fs->context->snapshot, budget, budget ? budget->limit : 0,
+						  &h->text, &h->text_len);
 	case VIRTUAL_CONTROL:
 		h->kind = HANDLE_CONTROL;
 		h->parser = dlc_control_parser_new(fs->context->mountpoint);

@@ -85,11 +85,11 @@ void dlc_cache_consume(struct dlc_cache *cache, uint32_t ino);
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino);
 
 /*
- * The relative paths of the ready entries, one per line, malloc'd in *text;
- * *len bytes of it taken from budget (dlc_text_finish), up to ceiling.  The
- * inodes are looked at in batches, the cache lock held for one batch at a
- * time: each line was ready at some moment of the call.  0 or -ENOMEM (no
- * memory, or the budget has no room).
+ * The relative paths of the ready entries, one per line, malloc'd in *text
+ * (NULL when none), its *len bytes taken from budget up to ceiling
+ * (dlc_text_finish).  The inodes are looked at in batches, the cache lock
+ * held for one batch at a time: each line was ready at some moment of the
+ * call.  0 or -ENOMEM (no memory, or the budget has no room).
  */
 int dlc_cache_list(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t ceiling,
 		   char **text, size_t *len);

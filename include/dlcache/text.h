@@ -32,9 +32,9 @@ void dlc_text_init(struct dlc_text *text, struct dlc_budget *budget, uint64_t ce
 int dlc_text_append(struct dlc_text *text, const void *bytes, size_t n);
 
 /*
- * Hands the text over: *data (malloc'd, never NULL) and *len.  Exactly
- * *len bytes stay taken from the budget; whoever frees *data gives them
- * back with dlc_budget_release.  0 or -ENOMEM (the text is discarded).
+ * Hands the text over: *data (malloc'd; NULL when nothing was written)
+ * and *len.  Exactly *len bytes stay taken from the budget; whoever frees
+ * *data gives them back with dlc_budget_release.  Always 0.
  */
 int dlc_text_finish(struct dlc_text *text, char **data, size_t *len);
 

@@ -58,10 +58,9 @@ int dlc_text_finish(struct dlc_text *text, char **data, size_t *len)
 	char *cut;
 
 	if (!text->data) {
-		/* Nothing written: one byte, not counted, so that *data is a buffer. */
-		*data = calloc(1, 1);
+		*data = NULL;
 		*len = 0;
-		return *data ? 0 : -ENOMEM;
+		return 0;
 	}
 	cut = realloc(text->data, text->len ? text->len : 1);
 	if (cut)

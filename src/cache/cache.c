@@ -39,10 +39,13 @@
 #include "cache_private.h"
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/text.h"
 
 
 /* A full cache disk pauses admission for this long, then it is tried again. */
 #define DISK_FULL_RETRY_NS (5 * 1000000000LL)
+/* Inodes .cached looks at per hold of the cache lock: a hit waits for one batch at most. */
+#define LIST_BATCH 4096u
 
 static int64_t monotonic_ns(void)
 {
@@ -684,61 +687,43 @@ bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
 	return ready;
 }
 
-int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len)
+int dlc_cache_list(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t ceiling,
+		   char **text, size_t *len)
 {
 	uint32_t count = dlc_snapshot_count(cache->snapshot);
-	struct dlc_ino_list inos = { 0 };
-	char *buf = NULL;
-	size_t used = 0, size = 0;
-	char path[DLC_SNAPSHOT_PATH_MAX];
+	uint32_t *batch = malloc(LIST_BATCH * sizeof(*batch));
+	char path[DLC_SNAPSHOT_PATH_MAX + 1];
+	struct dlc_text out;
 	int rc = 0;
 
-	/* Copy the ready set under the lock; build the text without it. */
-	pthread_mutex_lock(&cache->lock);
-	inos.capacity = dlc_policy_entries(cache->policy) + 1;
-	inos.items = malloc(inos.capacity * sizeof(*inos.items));
-	for (uint32_t ino = 1; inos.items && ino <= count; ino++) {
-		if (is_ready(cache, ino) && inos.count < inos.capacity)
-			inos.items[inos.count++] = ino;
-	}
-	pthread_mutex_unlock(&cache->lock);
-	if (!inos.items)
+	if (!batch)
 		return -ENOMEM;
+	dlc_text_init(&out, budget, ceiling);
+	for (uint32_t first = 1; rc == 0 && first <= count; first += LIST_BATCH) {
+		uint32_t last = count - first < LIST_BATCH ? count : first + LIST_BATCH - 1;
+		uint32_t n = 0;
 
-	for (size_t i = 0; i < inos.count; i++) {
-		size_t n;
+		/* A batch of the ready set under the lock; its lines without it. */
+		pthread_mutex_lock(&cache->lock);
+		for (uint32_t ino = first; ino <= last; ino++)
+			if (is_ready(cache, ino))
+				batch[n++] = ino;
+		pthread_mutex_unlock(&cache->lock);
 
-		if (dlc_snapshot_path(cache->snapshot, inos.items[i], path, sizeof(path)) < 0)
-			continue;
-		n = strlen(path);
-		if (used + n + 2 > size) {
-			size_t grown = size ? size * 2 : 65536;
-			char *bigger;
+		for (uint32_t i = 0; rc == 0 && i < n; i++) {
+			size_t length;
 
-			while (grown < used + n + 2)
-				grown *= 2;
-			bigger = realloc(buf, grown);
-			if (!bigger) {
-				rc = -ENOMEM;
-				break;
-			}
-			buf = bigger;
-			size = grown;
+			if (dlc_snapshot_path(cache->snapshot, batch[i], path, DLC_SNAPSHOT_PATH_MAX) < 0)
+				continue;
+			length = strlen(path);
+			path[length++] = '\n';
+			rc = dlc_text_append(&out, path, length);
 		}
-		memcpy(buf + used, path, n);
-		used += n;
-		buf[used++] = '\n';
 	}
-	dlc_ino_list_free(&inos);
+	free(batch);
 	if (rc < 0) {
-		free(buf);
+		dlc_text_discard(&out);
 		return rc;
 	}
-	if (!buf)
-		buf = calloc(1, 1);
-	if (!buf)
-		return -ENOMEM;
-	*text = buf;
-	*len = used;
-	return 0;
+	return dlc_text_finish(&out, text, len);
 }

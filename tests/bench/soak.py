@@ -5,6 +5,12 @@
   soak.py manifest SRC OUT
       hashes every file under SRC (blake2b of each 1 MiB piece) into OUT, so
       that readers check every byte they read without reading the source.
+  soak.py warmup MNT MANIFEST SECONDS
+      reads files (3 threads the large ones, one the small ones, each in a
+      shuffle) until the cache holds 90 % of its
+      capacity or SECONDS pass, so that the run starts in the steady state
+      (a full cache evicting) and its first minutes are not faster for
+      filling an empty cache than its last.
   soak.py run --mount MNT --src SRC --manifest FILE --daemon-pid PID ...
       the supervisor: starts the worker processes below, sends signals to
       the interrupted ones, makes the source stall and recover (by creating
@@ -33,7 +39,7 @@ Every open, read and .control write is timed: its start is published in a
 shared slot (16 bytes: monotonic start time, file index) while it runs, so
 the supervisor sees a call that never returns; a worker reports its
 counters once a second on stdout ("bytes wrong errors interrupts calls
-longest_us"), and each wrong piece on stderr at once ("WRONG n path
+longest_us call file_index", the call being open, read or write), and each wrong piece on stderr at once ("WRONG n path
 offset"), exact bytes counted against the source.
 """
 import argparse
@@ -84,6 +90,59 @@ def manifest(src, out):
     print("%d files, %.0f MiB hashed" % (len(files), sum(f[1] for f in files) / 2**20))
 
 
+# ------------------------------------------------------------------ warmup
+
+def warmup(mount, manifest_path, seconds):
+    with open(manifest_path) as f:
+        files = json.load(f)["files"]
+    sizes = sorted(x[1] for x in files)
+    median_size = sizes[len(sizes) // 2]
+    large = [x[0] for x in files if x[1] > 4 * median_size]
+    small = [x[0] for x in files if x[1] <= 4 * median_size]
+    random.Random(0).shuffle(large)
+    random.Random(0).shuffle(small)
+    stop = time.monotonic() + seconds
+    done = threading.Event()
+    lock = threading.Lock()
+    queues = {"large": iter(large * 4), "small": iter(small * 4)}
+    read = [0]
+
+    def reader(kind):
+        while not done.is_set() and time.monotonic() < stop:
+            with lock:
+                name = next(queues[kind], None)
+            if name is None:
+                return
+            try:
+                with open(os.path.join(mount, name), "rb", buffering=0) as f:
+                    while not done.is_set():
+                        b = f.read(PIECE)
+                        if not b:
+                            break
+                        with lock:
+                            read[0] += len(b)
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+    threads = [threading.Thread(target=reader, args=(kind,), daemon=True)
+               for kind in ("large", "large", "large", "small")]
+    for t in threads:
+        t.start()
+    start, cache = time.monotonic(), {}
+    while time.monotonic() < stop and any(t.is_alive() for t in threads):
+        time.sleep(1)
+        with open(os.path.join(mount, ".stats"), "rb", buffering=0) as f:
+            cache = json.loads(f.read())["cache"]
+        if cache["bytes"] >= 0.9 * cache["capacity"]:
+            break
+    done.set()
+    for t in threads:
+        t.join(30)
+    print("warm-up: %.0f MiB read in %.0f s; the cache holds %.0f of %.0f MiB" % (
+        mib(read[0]), time.monotonic() - start, mib(cache.get("bytes", 0)), mib(cache.get("capacity", 0))),
+        flush=True)
+
+
 # ------------------------------------------------------------------ worker
 
 class Interrupted(Exception):
@@ -103,7 +162,7 @@ class Worker:
         os.close(fd)
         self.lock = threading.Lock()
         self.bytes = self.wrong = self.errors = self.interrupts = self.calls = 0
-        self.longest = 0.0
+        self.longest, self.longest_call = 0.0, "- 0"
         self.logged = 0
         self.rng = random.Random(a.seed)
 
@@ -126,7 +185,7 @@ class Worker:
             with self.lock:
                 self.calls += 1
                 if took > self.longest:
-                    self.longest = took
+                    self.longest, self.longest_call = took, "%s %d" % (call.__name__, index)
 
     def count_error(self, what, e):
         with self.lock:
@@ -140,10 +199,10 @@ class Worker:
 
     def report(self):
         with self.lock:
-            line = "%d %d %d %d %d %d\n" % (self.bytes, self.wrong, self.errors, self.interrupts,
-                                            self.calls, int(self.longest * 1e6))
+            line = "%d %d %d %d %d %d %s\n" % (self.bytes, self.wrong, self.errors, self.interrupts,
+                                               self.calls, int(self.longest * 1e6), self.longest_call)
             self.bytes = self.wrong = self.errors = self.interrupts = self.calls = 0
-            self.longest = 0.0
+            self.longest, self.longest_call = 0.0, "- 0"
         os.write(1, line.encode())
 
     # The exact number of wrong bytes of a piece, against the source.
@@ -342,6 +401,11 @@ def mib(n):
     return n / 2**20
 
 
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if values else 0
+
+
 class Supervisor:
     def __init__(self, a):
         self.a = a
@@ -383,6 +447,8 @@ class Supervisor:
         self.lines = []
         self.minute_from = 0        # self.seconds[minute_from:] is this minute
         self.second_bytes = 0
+        self.second_roles = {}
+        self.roles = []             # per second: {role: bytes}
 
     @staticmethod
     def new_minute():
@@ -422,8 +488,10 @@ class Supervisor:
 
     def account(self, role, line):
         try:
-            b, w, e, i, c, longest = (int(x) for x in line.split())
-        except ValueError:
+            fields = line.decode().split()
+            b, w, e, i, c, longest, index = (int(x) for x in fields[:6] + fields[7:8])
+            call = fields[6]
+        except (ValueError, IndexError, UnicodeDecodeError):
             return
         m = self.minute
         m["bytes"] += b
@@ -432,8 +500,10 @@ class Supervisor:
         m["interrupts"] += i
         m["calls"] += c
         self.second_bytes += b
+        self.second_roles[role] = self.second_roles.get(role, 0) + b
         if longest / 1e6 > m["longest"]:
-            m["longest"], m["longest_role"] = longest / 1e6, role
+            m["longest"], m["longest_role"] = longest / 1e6, "%s %s %s" % (
+                role, call, VIRTUAL.get(index) or self.names[index])
 
     def reap(self):
         for pid, (p, index) in list(self.workers.items()):
@@ -441,7 +511,11 @@ class Supervisor:
             if rc is None:
                 continue
             del self.workers[pid]
-            role = self.specs[index][0]
+            role, n, base = self.specs[index]
+            # Its calls died with it: no stale start for the hang watch, and
+            # its successor is not taken for busy before its handler is set.
+            for s in range(base, base + n):
+                SLOT.pack_into(self.slots, s * SLOT.size, 0.0, 0)
             if not (role == "interrupt" and rc == -signal.SIGINT):
                 self.log.write(b"supervisor: %s worker %d exited with %d; started again\n" % (
                     role.encode(), pid, rc))
@@ -509,7 +583,7 @@ class Supervisor:
         m = self.minute
         longest, who = m["longest"], m["longest_role"]
         if flight and flight[0][0] > longest:
-            longest, who = flight[0][0], self.slot_role[flight[0][1]] + " (in flight)"
+            longest, who = flight[0][0], self.describe(flight[0][1], flight[0][2]) + " (in flight)"
         m["longest"], m["longest_role"] = longest, who
         mem = ""
         st = self.stats_snapshot(2.0)
@@ -673,7 +747,8 @@ class Supervisor:
             next_second += 1
             # Once a second: the daemon, the calls in flight.
             self.seconds.append(self.second_bytes)
-            self.second_bytes = 0
+            self.roles.append(self.second_roles)
+            self.second_bytes, self.second_roles = 0, {}
             sample = self.daemon_sample()
             if sample is None:
                 self.print_line("")
@@ -752,13 +827,15 @@ class Supervisor:
         bound = a.memory_limit + a.rss_overhead
         target("RSS within memory_limit + overhead", peak <= bound,
                "peak %.0f MiB <= %.0f + %.0f MiB" % (mib(peak), mib(a.memory_limit), mib(a.rss_overhead)))
+        # Medians of the per-second counts: the files open at one instant
+        # come and go with the readers; a leak moves the median.
         end = self.fds[-1][0] if self.fds else 0
         span = min(60.0, end / 2)
-        first = max((n for s, n in self.fds if s <= span), default=0)
-        last = max((n for s, n in self.fds if s > end - span), default=0)
+        first = median([n for s, n in self.fds if s <= span])
+        last = median([n for s, n in self.fds if s > end - span])
         slack = max(a.fd_slack, first // 10)
         target("descriptors flat", last <= first + slack,
-               "last %.0f s: %d, first %.0f s: %d (slack %d)" % (span, last, span, first, slack))
+               "median of the last %.0f s %d, of the first %d (slack %d)" % (span, last, first, slack))
         limit = a.source_timeout + 1
         target("longest wait <= source_timeout + 1 s", t["longest"] <= limit,
                "%.2f s (%s) <= %.0f s" % (t["longest"], t.get("longest_role", "-"), limit))
@@ -771,6 +848,13 @@ class Supervisor:
                    status == 0 and ratio >= 0.9,
                    "%.1f vs %.1f MiB/s (%.2fx; a fall of more than 10%% fails)" % (
                        mib(tail) / window, mib(head) / window, ratio))
+            by = {}
+            for k, part in ((0, self.roles[:window]), (1, self.roles[n - window:])):
+                for sec in part:
+                    for role, b in sec.items():
+                        by.setdefault(role, [0, 0])[k] += b
+            self.print_line("      by reader, first -> last: " + ", ".join(
+                "%s %.1f -> %.1f" % (role, mib(f) / window, mib(l) / window) for role, (f, l) in sorted(by.items())))
         ok = all(results)
         self.print_line("soak: %s" % ("PASS" if ok else "FAIL"))
         if status in (3, 4):
@@ -784,6 +868,10 @@ def main():
     m = sub.add_parser("manifest")
     m.add_argument("src")
     m.add_argument("out")
+    u = sub.add_parser("warmup")
+    u.add_argument("mount")
+    u.add_argument("manifest")
+    u.add_argument("seconds", type=float)
     w = sub.add_parser("worker")
     w.add_argument("role")
     for name in ("--mount", "--src", "--manifest", "--slots"):
@@ -815,6 +903,8 @@ def main():
     a = p.parse_args()
     if a.cmd == "manifest":
         manifest(a.src, a.out)
+    elif a.cmd == "warmup":
+        warmup(a.mount, a.manifest, a.seconds)
     elif a.cmd == "worker":
         if a.role == "interrupt":
             # ^C kills (the default action); SIGUSR1 is ignored until the

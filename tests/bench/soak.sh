@@ -14,20 +14,26 @@
 #     (tests/bench/soak_stall.c) holds every open and read of the source
 #     while a flag file exists; about once a minute a stall of 3 s and one of
 #     source_timeout + 2 s (whose reads fail with EIO, as they must);
-# on a directory source with source_delay=5ms, memory_limit=256M,
+# on a directory source with source_delay=5ms (with SOAK_PACKED=1 the same
+# tree packed in tar chunks of 64 MiB, the daemon under ulimit -n 256 so
+# that it keeps at most 64 chunks open and opens and closes chunks all
+# along, stalls included), memory_limit=256M,
 # cache_max_file=8M (block_size 4M), cache_size=1G, source_timeout=5s.
-# Every byte read is checked against the source (blake2b per MiB, hashed
-# once).  Each minute it prints the bytes served, wrong bytes, errors,
+# A warm-up (at most SOAK_WARMUP seconds, default 180) first fills the
+# cache to 90 %, so that the run is in the steady state from its first
+# minute.  Every byte read is checked against the source (blake2b per MiB,
+# hashed once).  Each minute it prints the bytes served, wrong bytes, errors,
 # interrupted reads, signals sent, the daemon's peak RSS against
 # memory_limit, its open descriptors (less libfuse's per-thread /dev/fuse
 # clones and pipes) and the longest single open/read/write of any reader.
 # Targets, checked at the end (PASS/FAIL per target, exit status 0 or 1):
 #   0 wrong bytes; RSS <= memory_limit + 128 MiB (the 32 MiB of spare block
 #   buffers and 64 MiB of source read buffers the README allows beyond the
-#   limit, plus 32 MiB of code, SQLite and thread stacks); descriptors flat
-#   (peak of the last minute <= peak of the first + max(16, 10 %)); no call
-#   longer than source_timeout + 1 s; throughput of the last 5 minutes
-#   (last fifth in runs under 25 minutes) at least 90 % of the first.
+#   limit, plus 32 MiB of code, SQLite and thread stacks); descriptors
+#   flat (median of the last minute <= median of the first + max(16, 10 %));
+#   no call longer than source_timeout + 1 s; throughput of the last 5
+#   minutes (last fifth in runs under 25 minutes) at least 90 % of the
+#   first.
 # A reader stuck in one call for SOAK_HANG seconds (default 30) ends the
 # run at once: it prints HANG with the stuck readers and files, .stats'
 # memory figures and where the daemon's threads wait (gdb's stacks too when
@@ -39,7 +45,8 @@
 # Variables: SOAK_MINUTES, SOAK_STREAMS (0 leaves the block streams out),
 # SOAK_LARGE_FILES (96) of SOAK_LARGE_MB (24), SOAK_SMALL_FILES (20000) of
 # about SOAK_SMALL_KB (16), SOAK_MEMORY_LIMIT (256M), SOAK_CACHE_SIZE (1G),
-# SOAK_SOURCE_TIMEOUT (seconds, 5), SOAK_STALL (0: no stalls), SOAK_OPTS
+# SOAK_SOURCE_TIMEOUT (seconds, 5), SOAK_STALL (0: no stalls), SOAK_PACKED
+# (1: the packed tree, packed once beside the dataset), SOAK_OPTS
 # (more mount options), SOAK_HANG, SOAK_RSS_OVERHEAD_MB (128),
 # SOAK_CORRECTNESS_ONLY (1: RSS, waits and throughput are printed, not
 # judged; for sanitizer builds), SOAK_DIR (the dataset, built once; default
@@ -58,6 +65,7 @@ SOAK_CACHE_SIZE=${SOAK_CACHE_SIZE:-1G}
 SOAK_SOURCE_TIMEOUT=${SOAK_SOURCE_TIMEOUT:-5}
 SOAK_STALL=${SOAK_STALL:-1}
 SOAK_HANG=${SOAK_HANG:-30}
+SOAK_WARMUP=${SOAK_WARMUP:-180}
 SOAK_RSS_OVERHEAD_MB=${SOAK_RSS_OVERHEAD_MB:-128}
 SOAK_DIR=${SOAK_DIR:-/var/tmp/dlcache-soak-$SOAK_LARGE_FILES-$SOAK_LARGE_MB-$SOAK_SMALL_FILES-$SOAK_SMALL_KB}
 MAX_FILE=8M
@@ -97,6 +105,19 @@ for i in range(nsmall):
 PY
 	python3 "$BENCH/soak.py" manifest "$SRC" "$SOAK_DIR/manifest.json"
 	touch "$SOAK_DIR/complete"
+fi
+
+MOUNT_SRC=$SRC
+NOFILE=$(ulimit -n)
+if [ "${SOAK_PACKED:-0}" = 1 ]; then
+	if [ ! -f "$SOAK_DIR/packed.complete" ]; then
+		echo "packing $SRC in chunks of 64 MiB ..."
+		rm -rf "$SOAK_DIR/packed"
+		"$DLCACHE" pack "$SRC" "$SOAK_DIR/packed" --chunk-size 64M >/dev/null
+		touch "$SOAK_DIR/packed.complete"
+	fi
+	MOUNT_SRC=$SOAK_DIR/packed
+	NOFILE=256
 fi
 
 # The stall shim, built for this run.
@@ -145,9 +166,12 @@ cleanup() {
 rm -rf "$WORK/cache"
 mkdir -p "$WORK/out"
 OPTS="cache_size=$SOAK_CACHE_SIZE,memory_limit=$SOAK_MEMORY_LIMIT,cache_max_file=$MAX_FILE,source_timeout=${SOAK_SOURCE_TIMEOUT}s,source_delay=5ms${SOAK_OPTS:+,$SOAK_OPTS}"
-echo "soak: $DLCACHE on $SRC, -o $OPTS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-DLC_STALL_FLAG=$WORK/stall DLC_STALL_ROOT=$(realpath "$SRC") LD_PRELOAD=$PRELOAD \
-	"$DLCACHE" mount "$SRC" "$MNT" -f -o "cache_dir=$WORK/cache,log_level=warning,$OPTS" 2>"$WORK/daemon.log" &
+echo "soak: $DLCACHE on $MOUNT_SRC, -o $OPTS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+(
+	ulimit -n "$NOFILE"
+	DLC_STALL_FLAG=$WORK/stall DLC_STALL_ROOT=$(realpath "$MOUNT_SRC") LD_PRELOAD=$PRELOAD \
+		exec "$DLCACHE" mount "$MOUNT_SRC" "$MNT" -f -o "cache_dir=$WORK/cache,log_level=warning,$OPTS" 2>"$WORK/daemon.log"
+) &
 PID=$!
 for ((i = 0; i < 1500; i++)); do
 	[ -e "$MNT/.stats" ] && break
@@ -163,6 +187,9 @@ args=(--mount "$MNT" --src "$SRC" --manifest "$SOAK_DIR/manifest.json" --out "$W
 	--source-timeout "$SOAK_SOURCE_TIMEOUT" --streams "$SOAK_STREAMS" --hang "$SOAK_HANG")
 [ "$SOAK_STALL" = 0 ] && args+=(--no-stall) || args+=(--flag "$WORK/stall")
 [ "${SOAK_CORRECTNESS_ONLY:-0}" = 1 ] && args+=(--correctness-only)
+# The run starts with a full cache (a minute or two to fill it).
+timeout $((SOAK_WARMUP + 60)) python3 "$BENCH/soak.py" warmup "$MNT" "$SOAK_DIR/manifest.json" "$SOAK_WARMUP" ||
+	{ echo "soak: the warm-up failed or did not end" >&2; exit 1; }
 rc=0
 python3 "$BENCH/soak.py" run "${args[@]}" &
 SUP_PID=$!

@@ -700,6 +700,12 @@ class Supervisor:
                         "memory_limit %.0f MiB, source_timeout %.0f s, %d source stalls" % (
                             a.minutes, a.streams, a.small_readers, a.interrupted, mib(a.memory_limit),
                             a.source_timeout, len(plan)))
+        # The warm-up: the same load, without stalls, not counted (but
+        # watched for hangs, and wrong bytes always count), so that the
+        # first measured minutes hold the cache's steady mix of files.
+        measuring = a.warmup <= 0
+        if not measuring:
+            self.print_line("(the first %.0f s under this load are a warm-up, not counted)" % a.warmup)
         self.print_line("%4s %9s %7s %6s %6s %5s %5s %13s %5s %8s %s" % (
             "min", "MiB", "MiB/s", "wrong", "errors", "intr", "sigs", "rss/limit MiB", "fds",
             "longest", "(who)"))
@@ -710,6 +716,8 @@ class Supervisor:
         stall_end = None
         minute_no = 0
         status = None
+        if not measuring:
+            plan, kept_plan = [], plan
         while status is None:
             now = time.monotonic()
             self.drain(max(0.0, min(0.1, next_second - now)))
@@ -745,6 +753,12 @@ class Supervisor:
             if now < next_second:
                 continue
             next_second += 1
+            if not measuring and elapsed >= a.warmup:
+                measuring = True
+                self.reset_counts()
+                start, plan = now, kept_plan
+                next_second, next_minute = now + 1, now + 60
+                continue
             # Once a second: the daemon, the calls in flight.
             self.seconds.append(self.second_bytes)
             self.roles.append(self.second_roles)
@@ -762,12 +776,14 @@ class Supervisor:
             self.minute["fds"] = max(self.minute["fds"], fds)
             flight = self.in_flight()
             if flight and flight[0][0] > a.hang:
-                minute_no += 1
+                minute_no += measuring
                 self.minute_line(minute_no, flight)
                 self.close_minute()
                 self.hang(flight)
                 status = 3
                 break
+            if not measuring:
+                continue
             if now >= next_minute or elapsed >= self.duration:
                 minute_no += 1
                 self.minute_line(minute_no, flight)
@@ -780,6 +796,13 @@ class Supervisor:
         self.stop_workers()
         self.drain(0)
         return self.judge(status)
+
+    def reset_counts(self):
+        self.seconds, self.roles, self.rss, self.fds = [], [], [], []
+        self.second_bytes, self.second_roles = 0, {}
+        self.minute, self.minute_from = self.new_minute(), 0
+        for k in self.totals:
+            self.totals[k] = 0
 
     def close_minute(self):
         m = self.minute
@@ -896,6 +919,7 @@ def main():
     r.add_argument("--stall-short", type=float, default=3)
     r.add_argument("--no-stall", action="store_true")
     r.add_argument("--hang", type=float, default=30)
+    r.add_argument("--warmup", type=float, default=0, help="seconds of load before the counted run")
     r.add_argument("--fd-slack", type=int, default=16)
     r.add_argument("--correctness-only", action="store_true",
                    help="print RSS, waits and throughput without judging them (sanitizer builds)")

@@ -19,9 +19,11 @@
 # that it keeps at most 64 chunks open and opens and closes chunks all
 # along, stalls included), memory_limit=256M,
 # cache_max_file=8M (block_size 4M), cache_size=1G, source_timeout=5s.
-# A warm-up (at most SOAK_WARMUP seconds, default 180) first fills the
-# cache to 90 %, so that the run is in the steady state from its first
-# minute.  Every byte read is checked against the source (blake2b per MiB,
+# Before the counted minutes, the cache is filled to 90 % (by 4 readers, at
+# most SOAK_FILL_SECONDS, default 180) and the whole load runs for
+# SOAK_WARMUP_SECONDS (a fifth of the run, at most 3 minutes; watched for
+# hangs and wrong bytes, not counted), so that the run starts in the steady
+# state: a full cache, evicting, holding the load's own mix of files.  Every byte read is checked against the source (blake2b per MiB,
 # hashed once).  Each minute it prints the bytes served, wrong bytes, errors,
 # interrupted reads, signals sent, the daemon's peak RSS against
 # memory_limit, its open descriptors (less libfuse's per-thread /dev/fuse
@@ -47,7 +49,8 @@
 # about SOAK_SMALL_KB (16), SOAK_MEMORY_LIMIT (256M), SOAK_CACHE_SIZE (1G),
 # SOAK_SOURCE_TIMEOUT (seconds, 5), SOAK_STALL (0: no stalls), SOAK_PACKED
 # (1: the packed tree, packed once beside the dataset), SOAK_OPTS
-# (more mount options), SOAK_HANG, SOAK_RSS_OVERHEAD_MB (128),
+# (more mount options), SOAK_HANG, SOAK_FILL_SECONDS, SOAK_WARMUP_SECONDS,
+# SOAK_RSS_OVERHEAD_MB (128),
 # SOAK_CORRECTNESS_ONLY (1: RSS, waits and throughput are printed, not
 # judged; for sanitizer builds), SOAK_DIR (the dataset, built once; default
 # under /var/tmp), DLCACHE (the binary).  Needs root, /dev/fuse, a C
@@ -65,7 +68,9 @@ SOAK_CACHE_SIZE=${SOAK_CACHE_SIZE:-1G}
 SOAK_SOURCE_TIMEOUT=${SOAK_SOURCE_TIMEOUT:-5}
 SOAK_STALL=${SOAK_STALL:-1}
 SOAK_HANG=${SOAK_HANG:-30}
-SOAK_WARMUP=${SOAK_WARMUP:-180}
+SOAK_FILL_SECONDS=${SOAK_FILL_SECONDS:-180}
+# A fifth of the run, at most 3 minutes.
+SOAK_WARMUP_SECONDS=${SOAK_WARMUP_SECONDS:-$(awk "BEGIN {w = $SOAK_MINUTES * 12; print (w > 180 ? 180 : w)}")}
 SOAK_RSS_OVERHEAD_MB=${SOAK_RSS_OVERHEAD_MB:-128}
 SOAK_DIR=${SOAK_DIR:-/var/tmp/dlcache-soak-$SOAK_LARGE_FILES-$SOAK_LARGE_MB-$SOAK_SMALL_FILES-$SOAK_SMALL_KB}
 MAX_FILE=8M
@@ -184,11 +189,12 @@ CONN=$(mountpoint -d "$MNT" | cut -d: -f2)
 args=(--mount "$MNT" --src "$SRC" --manifest "$SOAK_DIR/manifest.json" --out "$WORK/out"
 	--daemon-pid "$PID" --minutes "$SOAK_MINUTES" --max-file "$(bytes_of $MAX_FILE)"
 	--memory-limit "$(bytes_of "$SOAK_MEMORY_LIMIT")" --rss-overhead $((SOAK_RSS_OVERHEAD_MB << 20))
-	--source-timeout "$SOAK_SOURCE_TIMEOUT" --streams "$SOAK_STREAMS" --hang "$SOAK_HANG")
+	--source-timeout "$SOAK_SOURCE_TIMEOUT" --streams "$SOAK_STREAMS" --hang "$SOAK_HANG"
+	--warmup "$SOAK_WARMUP_SECONDS")
 [ "$SOAK_STALL" = 0 ] && args+=(--no-stall) || args+=(--flag "$WORK/stall")
 [ "${SOAK_CORRECTNESS_ONLY:-0}" = 1 ] && args+=(--correctness-only)
 # The run starts with a full cache (a minute or two to fill it).
-timeout $((SOAK_WARMUP + 60)) python3 "$BENCH/soak.py" warmup "$MNT" "$SOAK_DIR/manifest.json" "$SOAK_WARMUP" ||
+timeout $((SOAK_FILL_SECONDS + 60)) python3 "$BENCH/soak.py" warmup "$MNT" "$SOAK_DIR/manifest.json" "$SOAK_FILL_SECONDS" ||
 	{ echo "soak: the warm-up failed or did not end" >&2; exit 1; }
 rc=0
 python3 "$BENCH/soak.py" run "${args[@]}" &

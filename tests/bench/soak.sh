@@ -17,14 +17,15 @@
 # on a directory source with source_delay=5ms (with SOAK_PACKED=1 the same
 # tree packed in tar chunks of 64 MiB, the daemon under ulimit -n 256 so
 # that it keeps at most 64 chunks open and opens and closes chunks all
-# along, stalls included), memory_limit=256M,
-# cache_max_file=8M (block_size 4M), cache_size=1G, source_timeout=5s.
-# Before the counted minutes, the cache is filled to 90 % (by 4 readers, at
-# most SOAK_FILL_SECONDS, default 180) and the whole load runs for
+# along, stalls included), memory_limit=256M, cache_max_file=8M
+# (block_size 4M), cache_size=1G, source_timeout=5s.  Before the counted
+# minutes, the cache is filled to 90 % (by 4 readers, at most
+# SOAK_FILL_SECONDS, default 180) and the whole load runs for
 # SOAK_WARMUP_SECONDS (a fifth of the run, at most 3 minutes; watched for
 # hangs and wrong bytes, not counted), so that the run starts in the steady
-# state: a full cache, evicting, holding the load's own mix of files.  Every byte read is checked against the source (blake2b per MiB,
-# hashed once).  Each minute it prints the bytes served, wrong bytes, errors,
+# state: a full cache, evicting, holding the load's own mix of files.
+# Every byte read is checked against the source (blake2b per MiB, hashed
+# once).  Each minute it prints the bytes served, wrong bytes, errors,
 # interrupted reads, signals sent, the daemon's peak RSS against
 # memory_limit, its open descriptors (less libfuse's per-thread /dev/fuse
 # clones and pipes) and the longest single open/read/write of any reader.
@@ -50,9 +51,9 @@
 # SOAK_SOURCE_TIMEOUT (seconds, 5), SOAK_STALL (0: no stalls), SOAK_PACKED
 # (1: the packed tree, packed once beside the dataset), SOAK_OPTS
 # (more mount options), SOAK_HANG, SOAK_FILL_SECONDS, SOAK_WARMUP_SECONDS,
-# SOAK_RSS_OVERHEAD_MB (128),
-# SOAK_INFO (targets printed as "info", not judged, comma-separated, of
-# rss, fds, wait, throughput: see tests/mount/soak_short.sh), SOAK_DIR (the dataset, built once; default
+# SOAK_RSS_OVERHEAD_MB (128), SOAK_INFO (targets printed as "info", not
+# judged, comma-separated, of rss, fds, wait, throughput: see
+# tests/mount/soak_short.sh), SOAK_DIR (the dataset, built once; default
 # under /var/tmp), DLCACHE (the binary).  Needs root, /dev/fuse, a C
 # compiler (for the shim) and about 3 GB under SOAK_DIR and 1 GB for the
 # cache.  tests/mount/soak_short.sh runs it for 2 minutes in CI.

@@ -39,10 +39,13 @@
 #include "cache_private.h"
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
+#include "dlcache/text.h"
 
 
 /* A full cache disk pauses admission for this long, then it is tried again. */
 #define DISK_FULL_RETRY_NS (5 * 1000000000LL)
+/* Inodes .cached looks at per hold of the cache lock: a hit waits for one batch at most. */
+#define LIST_BATCH 4096u
 
 static int64_t monotonic_ns(void)
 {
@@ -684,105 +687,88 @@ bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
 	return ready;
 }
 
-/* Appends n bytes of line and a newline to *buf (used of size bytes). */
-static int text_append(char **buf, size_t *used, size_t *size, const char *line, size_t n)
+int dlc_cache_list_scores(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t ceiling,
+			  char **text, size_t *len)
 {
-	if (*used + n + 2 > *size) {
-		size_t grown = *size ? *size * 2 : 65536;
-		char *bigger;
-
-		while (grown < *used + n + 2)
-			grown *= 2;
-		bigger = realloc(*buf, grown);
-		if (!bigger)
-			return -ENOMEM;
-		*buf = bigger;
-		*size = grown;
-	}
-	memcpy(*buf + *used, line, n);
-	*used += n;
-	(*buf)[(*used)++] = '\n';
-	return 0;
-}
-
-/* Hands buf (used bytes; NULL: empty) to *text and *len, or frees it on rc < 0. */
-static int text_finish(char *buf, size_t used, int rc, char **text, size_t *len)
-{
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	if (!buf)
-		buf = calloc(1, 1);
-	if (!buf)
-		return -ENOMEM;
-	*text = buf;
-	*len = used;
-	return 0;
-}
-
-int dlc_cache_list_scores(struct dlc_cache *cache, char **text, size_t *len)
-{
-	struct scored { uint32_t ino; float score; } *known;
-	size_t count = 0, capacity, used = 0, size = 0;
+	struct scored { uint32_t ino; float score; } *batch = malloc(LIST_BATCH * sizeof(*batch));
 	char path[DLC_SNAPSHOT_PATH_MAX];
 	char line[DLC_SNAPSHOT_PATH_MAX + 32];
-	char *buf = NULL;
+	struct dlc_text out;
+	uint32_t count;
 	int rc = 0;
 
-	/* Copy the known scores under the lock; build the text without it. */
-	pthread_mutex_lock(&cache->lock);
-	capacity = cache->scores.known + 1;
-	known = malloc(capacity * sizeof(*known));
-	for (uint32_t ino = 1; known && ino <= cache->scores.max_ino && count < capacity; ino++) {
-		float score = cache->scores.values[ino];
-
-		if (!isnan(score))
-			known[count++] = (struct scored){ ino, score };
-	}
-	pthread_mutex_unlock(&cache->lock);
-	if (!known)
+	if (!batch)
 		return -ENOMEM;
+	dlc_text_init(&out, budget, ceiling);
+	pthread_mutex_lock(&cache->lock);
+	count = cache->scores.max_ino;
+	pthread_mutex_unlock(&cache->lock);
+	for (uint32_t first = 1; rc == 0 && first <= count; first += LIST_BATCH) {
+		uint32_t last = count - first < LIST_BATCH ? count : first + LIST_BATCH - 1;
+		uint32_t n = 0;
 
-	for (size_t i = 0; i < count && rc == 0; i++) {
-		int n;
+		/* A batch of the known scores under the lock; its lines without it. */
+		pthread_mutex_lock(&cache->lock);
+		for (uint32_t ino = first; ino <= last; ino++)
+			if (!isnan(cache->scores.values[ino]))
+				batch[n++] = (struct scored){ ino, cache->scores.values[ino] };
+		pthread_mutex_unlock(&cache->lock);
 
-		if (dlc_snapshot_path(cache->snapshot, known[i].ino, path, sizeof(path)) < 0)
-			continue;
-		n = snprintf(line, sizeof(line), "%.9g %s", (double)known[i].score, path);
-		if (n > 0 && (size_t)n < sizeof(line))
-			rc = text_append(&buf, &used, &size, line, (size_t)n);
+		for (uint32_t i = 0; rc == 0 && i < n; i++) {
+			int length;
+
+			if (dlc_snapshot_path(cache->snapshot, batch[i].ino, path, sizeof(path)) < 0)
+				continue;
+			length = snprintf(line, sizeof(line), "%.9g %s\n", (double)batch[i].score, path);
+			if (length > 0 && (size_t)length < sizeof(line))
+				rc = dlc_text_append(&out, line, (size_t)length);
+		}
 	}
-	free(known);
-	return text_finish(buf, used, rc, text, len);
+	free(batch);
+	if (rc < 0) {
+		dlc_text_discard(&out);
+		return rc;
+	}
+	return dlc_text_finish(&out, text, len);
 }
 
-int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len)
+int dlc_cache_list(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t ceiling,
+		   char **text, size_t *len)
 {
 	uint32_t count = dlc_snapshot_count(cache->snapshot);
-	struct dlc_ino_list inos = { 0 };
-	char *buf = NULL;
-	size_t used = 0, size = 0;
-	char path[DLC_SNAPSHOT_PATH_MAX];
+	uint32_t *batch = malloc(LIST_BATCH * sizeof(*batch));
+	char path[DLC_SNAPSHOT_PATH_MAX + 1];
+	struct dlc_text out;
 	int rc = 0;
 
-	/* Copy the ready set under the lock; build the text without it. */
-	pthread_mutex_lock(&cache->lock);
-	inos.capacity = dlc_policy_entries(cache->policy) + 1;
-	inos.items = malloc(inos.capacity * sizeof(*inos.items));
-	for (uint32_t ino = 1; inos.items && ino <= count; ino++) {
-		if (is_ready(cache, ino) && inos.count < inos.capacity)
-			inos.items[inos.count++] = ino;
-	}
-	pthread_mutex_unlock(&cache->lock);
-	if (!inos.items)
+	if (!batch)
 		return -ENOMEM;
+	dlc_text_init(&out, budget, ceiling);
+	for (uint32_t first = 1; rc == 0 && first <= count; first += LIST_BATCH) {
+		uint32_t last = count - first < LIST_BATCH ? count : first + LIST_BATCH - 1;
+		uint32_t n = 0;
 
-	for (size_t i = 0; i < inos.count && rc == 0; i++) {
-		if (dlc_snapshot_path(cache->snapshot, inos.items[i], path, sizeof(path)) < 0)
-			continue;
-		rc = text_append(&buf, &used, &size, path, strlen(path));
+		/* A batch of the ready set under the lock; its lines without it. */
+		pthread_mutex_lock(&cache->lock);
+		for (uint32_t ino = first; ino <= last; ino++)
+			if (is_ready(cache, ino))
+				batch[n++] = ino;
+		pthread_mutex_unlock(&cache->lock);
+
+		for (uint32_t i = 0; rc == 0 && i < n; i++) {
+			size_t length;
+
+			if (dlc_snapshot_path(cache->snapshot, batch[i], path, DLC_SNAPSHOT_PATH_MAX) < 0)
+				continue;
+			length = strlen(path);
+			path[length++] = '\n';
+			rc = dlc_text_append(&out, path, length);
+		}
 	}
-	dlc_ino_list_free(&inos);
-	return text_finish(buf, used, rc, text, len);
+	free(batch);
+	if (rc < 0) {
+		dlc_text_discard(&out);
+		return rc;
+	}
+	return dlc_text_finish(&out, text, len);
 }

@@ -36,6 +36,7 @@
 #include "passthrough.h"
 #include "pending.h"
 #include "readonly.h"
+#include "stats_gauges.h"
 
 /* The dataset does not change while mounted: a year is as good as forever. */
 #define FOREVER (365.0 * 24 * 3600)
@@ -172,11 +173,18 @@ static int fill_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 		st->st_nlink = 1;
 		st->st_uid = fs->owner;
 		st->st_gid = fs->owner_group;
-		if (virtual_of(fs, ino) == VIRTUAL_CONTROL) {
-			/* The kernel (default_permissions) lets only these write it. */
+		if (virtual_of(fs, ino) != VIRTUAL_STATS) {
+			/*
+			 * The kernel (default_permissions) lets only these
+			 * write .control and read .cached, .scores and .chunks, whose
+			 * renderings grow with the dataset: another user of an
+			 * allow_other mount cannot fill memory_limit with them.
+			 */
 			const struct dlc_fs_context *c = fs->context;
+			bool control = virtual_of(fs, ino) == VIRTUAL_CONTROL;
 
-			st->st_mode = S_IFREG | (c->control_gid >= 0 ? 0620 : 0600);
+			st->st_mode = S_IFREG | (control ? (c->control_gid >= 0 ? 0620 : 0600)
+							 : (c->control_gid >= 0 ? 0440 : 0400));
 			if (c->control_uid >= 0)
 				st->st_uid = (uid_t)c->control_uid;
 			if (c->control_gid >= 0)
@@ -446,67 +454,7 @@ static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
-static void gather_gauges(struct fs *fs, struct dlc_stats_gauges *g)
-{
-	struct dlc_fs_context *c = fs->context;
-	struct dlc_cache_gauges cache;
-	struct dlc_pool_gauges pool;
-	struct timespec now;
-
-	memset(g, 0, sizeof(*g));
-	clock_gettime(CLOCK_REALTIME, &now);
-	dlc_cache_gauges(c->cache, &cache);
-	g->source = c->source;
-	g->policy = c->policy;
-	g->uptime_seconds = (double)(now.tv_sec - fs->started.tv_sec) +
-			    (double)(now.tv_nsec - fs->started.tv_nsec) / 1e9;
-	g->cache_bytes = cache.bytes;
-	g->cache_entries = cache.entries;
-	g->cache_capacity = cache.capacity;
-	g->admission_enabled = cache.admission;
-	g->cache_announced = cache.announced;
-	g->passthrough = dlc_passthrough_on(fs->passthrough);
-	g->passthrough_backing = dlc_passthrough_backing(fs->passthrough);
-	g->opens_io_uring = atomic_load_explicit(&fs->opens_io_uring, memory_order_relaxed);
-	g->opens_dev_fuse = atomic_load_explicit(&fs->opens_dev_fuse, memory_order_relaxed);
-	/* The .stats open itself was counted: true while io_uring serves. */
-	g->io_uring = g->opens_io_uring > 0;
-	g->snapshot_entries = dlc_snapshot_count(c->snapshot);
-	g->snapshot_bytes = dlc_snapshot_total_bytes(c->snapshot);
-	g->index_memory = dlc_snapshot_memory(c->snapshot);
-	for (int op = 0; op < DLC_BACKEND_OP_COUNT; op++)
-		g->backend_calls[op] = atomic_load(&c->backend->calls[op]);
-	g->backend_errors = atomic_load(&c->backend->errors);
-	g->epoch = atomic_load(&fs->epoch);
-	g->scores_known = cache.scores_known;
-	dlc_pool_gauges(fs->source_pool, &pool);
-	g->source_threads = pool.threads;
-	g->source_running = pool.running;
-	g->source_queued = pool.queued;
-	if (c->budget) {
-		struct dlc_budget_gauges memory;
-
-		dlc_budget_gauges(c->budget, &memory);
-		g->memory_limit = memory.limit;
-		g->memory_used = memory.used;
-		g->memory_peak = memory.peak;
-		g->memory_waits = memory.waits;
-	}
-	if (c->tier)
-		g->tier_corrupt = dlc_tier_corrupt(c->tier);
-	if (c->tier && dlc_tier_on(c->tier)) {
-		struct dlc_stats_tier_server *servers = calloc(DLC_TIER_MAX_SERVERS, sizeof(*servers));
-
-		if (servers) {
-			g->tier_count = dlc_tier_gauges(c->tier, servers, DLC_TIER_MAX_SERVERS);
-			if (g->tier_count > DLC_TIER_MAX_SERVERS)
-				g->tier_count = DLC_TIER_MAX_SERVERS;
-			g->tier = servers;
-		}
-	}
-}
-
-/* A rendering made (rc 0) is counted in the memory budget until release. */
+/* .stats, made (rc 0), is counted in the memory budget until release. */
 static int charge_text(struct fs *fs, struct handle *h, int rc)
 {
 	if (rc == 0)
@@ -528,29 +476,36 @@ static bool is_owner(const struct fs *fs, fuse_req_t req)
 
 static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h)
 {
-	struct dlc_stats_gauges gauges;
+	struct dlc_budget *budget = fs->context->budget;
 
 	switch (which) {
 	case VIRTUAL_STATS: {
-		int rc;
+		struct dlc_fs_gauge_state state = {
+			.started = fs->started,
+			.passthrough = fs->passthrough,
+			.opens_io_uring = atomic_load_explicit(&fs->opens_io_uring, memory_order_relaxed),
+			.opens_dev_fuse = atomic_load_explicit(&fs->opens_dev_fuse, memory_order_relaxed),
+			.epoch = atomic_load(&fs->epoch),
+			.source_pool = fs->source_pool,
+		};
 
-		gather_gauges(fs, &gauges);
 		h->kind = HANDLE_TEXT;
-		rc = dlc_stats_render_json(fs->context->stats, &gauges, &h->text, &h->text_len);
-		free((void *)gauges.tier);
-		return charge_text(fs, h, rc);
+		return charge_text(fs, h, dlc_fs_render_stats(fs->context, &state, &h->text,
+							       &h->text_len));
 	}
 	case VIRTUAL_CACHED:
+		/* Taken from the budget as they grow: -ENOMEM past its limit. */
 		h->kind = HANDLE_TEXT;
-		return charge_text(fs, h, dlc_cache_list(fs->context->cache, &h->text, &h->text_len));
+		return dlc_cache_list(fs->context->cache, budget, budget ? budget->limit : 0, &h->text,
+				      &h->text_len);
 	case VIRTUAL_SCORES:
 		h->kind = HANDLE_TEXT;
-		return charge_text(fs, h, dlc_cache_list_scores(fs->context->cache, &h->text,
-								&h->text_len));
+		return dlc_cache_list_scores(fs->context->cache, budget, budget ? budget->limit : 0,
+					     &h->text, &h->text_len);
 	case VIRTUAL_CHUNKS:
 		h->kind = HANDLE_TEXT;
-		return charge_text(fs, h, dlc_snapshot_render_chunks(fs->context->snapshot, &h->text,
-								    &h->text_len));
+		return dlc_snapshot_render_chunks(fs->context->snapshot, budget, budget ? budget->limit : 0,
+						  &h->text, &h->text_len);
 	case VIRTUAL_CONTROL:
 		h->kind = HANDLE_CONTROL;
 		h->parser = dlc_control_parser_new(fs->context->mountpoint);
@@ -795,13 +750,9 @@ static void run_source_wait(void *arg)
 	free(w);
 }
 
-/* The pool stopped before w ran: the mount is going away. */
-static void drop_source_wait(void *arg)
+/* Frees w and its handle (an open's only reference, a read's own). */
+static void free_source_wait(struct source_wait *w)
 {
-	struct source_wait *w = arg;
-
-	if (dlc_pending_claim(&w->pending))
-		fuse_reply_err(w->pending.req, EIO);
 	if (w->open)
 		free_handle(w->fs, w->h);
 	else
@@ -809,22 +760,35 @@ static void drop_source_wait(void *arg)
 	free(w);
 }
 
-/* Hands w to the source pool, or answers req with the error that prevents it. */
+/* The pool stopped before w ran: the mount is going away. */
+static void drop_source_wait(void *arg)
+{
+	struct source_wait *w = arg;
+
+	if (dlc_pending_claim(&w->pending))
+		fuse_reply_err(w->pending.req, EIO);
+	free_source_wait(w);
+}
+
+/*
+ * Hands w to the source pool, or answers req with the error that prevents
+ * it.  A reader interrupted before the watch was answered EINTR by it:
+ * nothing to run.
+ */
 static void wait_for_source(fuse_req_t req, struct source_wait *w)
 {
 	struct dlc_pool_job job = { run_source_wait, drop_source_wait, w };
 	int rc;
 
-	dlc_pending_watch(&w->pending, req, w->fs->context->stats);
+	if (!dlc_pending_watch(&w->pending, req, w->fs->context->stats)) {
+		free_source_wait(w);
+		return;
+	}
 	rc = dlc_pool_submit(w->fs->source_pool, &job);
 	if (rc < 0) {
 		if (dlc_pending_claim(&w->pending))
 			fuse_reply_err(req, rc == -ESHUTDOWN ? EIO : -rc);
-		if (w->open)
-			free_handle(w->fs, w->h);
-		else
-			handle_put(w->fs, w->h);
-		free(w);
+		free_source_wait(w);
 	}
 }
 

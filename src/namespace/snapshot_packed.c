@@ -24,6 +24,7 @@
 
 #include "dlcache/cause.h"
 #include "dlcache/snapshot.h"
+#include "dlcache/text.h"
 #include "snapshot_private.h"
 
 /* ------------------------------------------------------------------------
@@ -168,38 +169,35 @@ int dlc_snapshot_chunk(const struct dlc_snapshot *snapshot, uint64_t ino,
 	return 0;
 }
 
-int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text, size_t *len)
+int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, struct dlc_budget *budget,
+			       uint64_t ceiling, char **text, size_t *len)
 {
-	char path[DLC_SNAPSHOT_PATH_MAX];
-	char *buf = NULL;
-	size_t used = 0, size = 0;
+	char line[16 + DLC_SNAPSHOT_PATH_MAX + 1];
+	struct dlc_text out;
+	int rc = 0;
 
 	*text = NULL;
 	*len = 0;
 	if (!snapshot->chunks)
 		return 0;
-	for (uint64_t ino = DLC_SNAPSHOT_ROOT_INO; ino <= snapshot->count; ino++) {
-		char prefix[16];
-		size_t n, p;
+	dlc_text_init(&out, budget, ceiling);
+	for (uint64_t ino = DLC_SNAPSHOT_ROOT_INO; rc == 0 && ino <= snapshot->count; ino++) {
+		size_t p;
 
-		if (!S_ISREG(snapshot->nodes[ino - 1].mode) ||
-		    dlc_snapshot_path(snapshot, ino, path, sizeof(path)) < 0)
+		if (!S_ISREG(snapshot->nodes[ino - 1].mode))
 			continue;
-		p = (size_t)snprintf(prefix, sizeof(prefix), "%" PRIu32 "\t",
-				     snapshot->chunks->locations[ino - 1].chunk);
-		n = strlen(path);
-		if (dlc_snapshot_grow_array(&buf, &size, used + p + n + 1, 1) < 0) {
-			free(buf);
-			return -ENOMEM;
-		}
-		memcpy(buf + used, prefix, p);
-		memcpy(buf + used + p, path, n);
-		buf[used + p + n] = '\n';
-		used += p + n + 1;
+		p = (size_t)snprintf(line, 16, "%" PRIu32 "\t", snapshot->chunks->locations[ino - 1].chunk);
+		if (dlc_snapshot_path(snapshot, ino, line + p, DLC_SNAPSHOT_PATH_MAX) < 0)
+			continue;
+		p += strlen(line + p);
+		line[p++] = '\n';
+		rc = dlc_text_append(&out, line, p);
 	}
-	*text = buf;
-	*len = used;
-	return 0;
+	if (rc < 0) {
+		dlc_text_discard(&out);
+		return rc;
+	}
+	return dlc_text_finish(&out, text, len);
 }
 
 bool dlc_snapshot_file_is_packed(const char *file)

@@ -211,6 +211,16 @@ test_only_the_owner_writes_control_even_with_allow_other() {
 		fail "another user wrote .control"
 	fi
 	expect_eq "scored samples" "$(stat_value scored_samples)" 0
+	# .cached and .chunks grow with the dataset: only the owner reads them,
+	# so another user cannot fill memory_limit with open renderings.
+	expect_eq "mode of .cached and .chunks" "$(stat -c '%u %a' "$MNT/.cached" "$MNT/.chunks" | sort -u)" "0 400"
+	local v
+	for v in .cached .chunks; do
+		if setpriv --reuid=65534 --regid=65534 --clear-groups cat "$MNT/$v" >/dev/null 2>&1; then
+			fail "another user read $v"
+		fi
+	done
+	grep -qx "$f" "$MNT/.cached" || fail "the owner cannot read .cached"
 }
 
 test_control_uid_and_gid_hand_control_to_the_job() {
@@ -226,6 +236,16 @@ test_control_uid_and_gid_hand_control_to_the_job() {
 		fail "a user outside control_uid and control_gid wrote .control"
 	fi
 	expect_eq "scored samples" "$(stat_value scored_samples)" 2
+	# Those who steer the cache read .cached and .chunks; nobody else.
+	cat "$MNT/train/c/f04" >/dev/null
+	expect_eq "owner and mode of .cached" "$(stat -c '%u %g %a' "$MNT/.cached")" "65534 65533 440"
+	setpriv --reuid=65534 --regid=65534 --clear-groups grep -qx train/c/f04 "$MNT/.cached" \
+		|| fail "control_uid cannot read .cached"
+	setpriv --reuid=65532 --regid=65533 --clear-groups cat "$MNT/.chunks" >/dev/null \
+		|| fail "a member of control_gid cannot read .chunks"
+	if setpriv --reuid=65532 --regid=65532 --clear-groups cat "$MNT/.cached" >/dev/null 2>&1; then
+		fail "a user outside control_uid and control_gid read .cached"
+	fi
 }
 
 test_scores_survive_a_remount() {

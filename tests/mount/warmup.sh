@@ -86,6 +86,8 @@ test_top_n_warms_the_highest_scores() {
 	control "$(printf '%s\n' "0.9 $CLASS0/n00000000_3.JPEG" "0.7 $CLASS1/n00000001_4.JPEG" \
 		"0.8 $CLASS1/n00000001_5.JPEG" "0.2 $CLASS0/n00000000_6.JPEG" "0.1 $CLASS0/n00000000_7.JPEG")" >/dev/null
 	expect_eq ".scores lines" "$(grep -c . "$MNT/.scores")" 5
+	# Like .cached, it grows with the dataset: only .control's owner reads it.
+	expect_eq "mode of .scores" "$(stat -c %a "$MNT/.scores")" 400
 	grep -Fxq "0.899999976 $CLASS0/n00000000_3.JPEG" "$MNT/.scores" ||
 		fail ".scores does not give the score written: $(cat "$MNT/.scores")"
 	warmup "$MNT" --top 3

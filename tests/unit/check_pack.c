@@ -145,7 +145,7 @@ START_TEST(test_packed_snapshot_round_trips)
 	ck_assert_int_eq(dlc_snapshot_chunk(snap, 6, &member), -ENOENT);   /* out of range */
 	ck_assert_str_eq(dlc_snapshot_link_target(snap, 4), "a.txt");
 
-	ck_assert_int_eq(dlc_snapshot_render_chunks(snap, &text, &len), 0);
+	ck_assert_int_eq(dlc_snapshot_render_chunks(snap, NULL, 0, &text, &len), 0);
 	ck_assert_uint_eq(len, strlen("0\ta.txt\n1\tdir/b.bin\n"));
 	ck_assert(memcmp(text, "0\ta.txt\n1\tdir/b.bin\n", len) == 0);
 	free(text);
@@ -435,7 +435,7 @@ START_TEST(test_pack_of_an_empty_tree)
 	ck_assert_int_eq(dlc_snapshot_load(file, &snap, &cause), 0);
 	ck_assert(dlc_snapshot_packed(snap));
 	ck_assert_uint_eq(dlc_snapshot_count(snap), 1);
-	ck_assert_int_eq(dlc_snapshot_render_chunks(snap, &text, &len), 0);
+	ck_assert_int_eq(dlc_snapshot_render_chunks(snap, NULL, 0, &text, &len), 0);
 	ck_assert_uint_eq(len, 0);
 	dlc_snapshot_free(snap);
 }

@@ -719,7 +719,7 @@ START_TEST(test_snapshot_without_layout_loads_as_a_tree)
 	ck_assert_uint_eq(dlc_snapshot_chunk_count(loaded), 0);
 	ck_assert_ptr_null(dlc_snapshot_chunk_path(loaded, 0));
 	ck_assert_int_eq(dlc_snapshot_chunk(loaded, 2, &member), -ENOENT);
-	ck_assert_int_eq(dlc_snapshot_render_chunks(loaded, &text, &len), 0);
+	ck_assert_int_eq(dlc_snapshot_render_chunks(loaded, NULL, 0, &text, &len), 0);
 	ck_assert_ptr_null(text);
 	ck_assert_uint_eq(len, 0);
 	ck_assert(!dlc_snapshot_file_is_packed(file));

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dlcache/budget.h"
 #include "dlcache/policy.h"
 #include "dlcache/scores.h"
 #include "dlcache/snapshot.h"
@@ -83,13 +84,25 @@ void dlc_cache_consume(struct dlc_cache *cache, uint32_t ino);
 /* True when ino's bytes are cached and ready to serve. */
 bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino);
 
-/* The relative paths of the ready entries, one per line, malloc'd in *text. */
-int dlc_cache_list(struct dlc_cache *cache, char **text, size_t *len);
+/*
+ * The relative paths of the ready entries, one per line, malloc'd in *text
+ * (NULL when none), its *len bytes taken from budget up to ceiling
+ * (dlc_text_finish).  The inodes are looked at in batches, the cache lock
+ * held for one batch at a time: each line was ready at some moment of the
+ * call.  0 or -ENOMEM (no memory, or the budget has no room).
+ */
+int dlc_cache_list(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t ceiling,
+		   char **text, size_t *len);
 
-/* "SCORE PATH" per sample with a known score (inode order; the score as
- * %.9g, which gives the float back exactly), one per line, malloc'd in
- * *text.  0 or -ENOMEM. */
-int dlc_cache_list_scores(struct dlc_cache *cache, char **text, size_t *len);
+/*
+ * "SCORE PATH" per sample with a known score (inode order; the score as
+ * %.9g, which gives the float back exactly), one per line, in *text as
+ * dlc_cache_list gives its lines: NULL when none, *len bytes taken from
+ * budget up to ceiling, the scores copied under the lock a batch at a
+ * time.  0 or -ENOMEM (no memory, or the budget has no room).
+ */
+int dlc_cache_list_scores(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t ceiling,
+			  char **text, size_t *len);
 
 /*
  * Copies the cached bytes of regular file ino (size bytes, its snapshot

@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "dlcache/backend.h"
+#include "dlcache/budget.h"
 
 #define DLC_SNAPSHOT_ROOT_INO 1
 
@@ -172,10 +173,12 @@ int dlc_snapshot_chunk(const struct dlc_snapshot *snapshot, uint64_t ino,
 /*
  * The .chunks text of a mount: for each regular file, in inode order,
  * "CHUNK<TAB>PATH<NEWLINE>", CHUNK a decimal chunk index; empty for a tree
- * snapshot.  malloc'd in *text (NULL when empty), its length in *len.
- * 0 or -ENOMEM.
+ * snapshot.  malloc'd in *text (NULL when empty), its length in *len, and
+ * *len bytes taken from budget up to ceiling (dlc_text_finish).  0 or
+ * -ENOMEM (no memory, or the budget has no room).
  */
-int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, char **text, size_t *len);
+int dlc_snapshot_render_chunks(const struct dlc_snapshot *snapshot, struct dlc_budget *budget,
+			       uint64_t ceiling, char **text, size_t *len);
 
 /* Whether file holds a packed snapshot (false when it cannot be read). */
 bool dlc_snapshot_file_is_packed(const char *file);

@@ -1,6 +1,10 @@
 /*
  * check_fetch.c - the read path without FUSE: snapshot, store, cache and
  * fetch over a real directory and a real cache directory.
+ *
+ * White box: fetch.c keeps its structs to itself, so this suite compiles it
+ * in (its symbols take the place of the library's) to break a fetcher's
+ * state on purpose and see dlc_fetch_verify catch it.
  */
 #include <check.h>
 #include <dirent.h>
@@ -23,6 +27,8 @@
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
+
+#include "../../src/read/fetch.c"
 
 #define NFILES 20
 #define FILE_SIZE 10000
@@ -1138,6 +1144,74 @@ START_TEST(spare_buffers_are_reused_up_to_their_cap)
 }
 END_TEST
 
+/*
+ * dlc_fetch_verify holds while files are announced, prefetched, staged and
+ * read, and catches the states its INVARIANTS rule out, each made on
+ * purpose under fetch->lock and undone before it is released (verify
+ * builds abort on them there).  One worker and a window of one: the first
+ * file is staged and the other nine stay planned.
+ */
+START_TEST(verify_holds_and_catches_broken_states)
+{
+	struct flight ghost = { 0 }, twin = { 0 };
+	uint32_t head_ino;
+
+	open_all(DLC_POLICY_NONE, 1 << 20, 0);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+	ck_assert_int_eq(dlc_fetch_start(fetch, 1, 1), 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert(dlc_fetch_prefetch(fetch, ino_of(i)));
+	for (int t = 0; t < 200 && !dlc_fetch_is_staged(fetch, ino_of(0)); t++)
+		usleep(10000);
+	ck_assert(dlc_fetch_is_staged(fetch, ino_of(0)));
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+
+	pthread_mutex_lock(&fetch->lock);
+	ck_assert_uint_eq(fetch->nstaged, 1);
+	ck_assert_uint_eq(fetch->plan_count, 9);
+	ck_assert_int_eq(verify_locked(fetch), 0);
+	fetch->staged_bytes++;                          /* not the staged files' sum */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->staged_bytes--;
+	fetch->staged_slots = 0;                        /* more staged than slots */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->staged_slots = 2;
+	fetch->plan_head_seq++;                         /* plan numbers off by one */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->plan_head_seq--;
+	head_ino = fetch->plan[fetch->plan_head];
+	fetch->announced[head_ino]--;                   /* announced before its plan entry */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->announced[head_ino]++;
+	fetch->stopping = true;                         /* a plan left after stopping */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->stopping = false;
+	fetch->reader_seq = fetch->next_seq + 1;        /* a reader past every announcement */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->reader_seq = 0;
+	ghost = (struct flight) { .ino = ino_of(15), .refs = 0, .next = fetch->flights };
+	fetch->flights = &ghost;                        /* a listed flight nobody holds */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ghost.refs = 1;
+	ck_assert_int_eq(verify_locked(fetch), 0);
+	ghost.landed = true;                            /* landed but still listed */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ghost.landed = false;
+	twin = (struct flight) { .ino = ino_of(15), .refs = 1, .next = fetch->flights };
+	fetch->flights = &twin;                         /* two fetches of one file */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->flights = ghost.next;
+	ck_assert_int_eq(verify_locked(fetch), 0);
+	pthread_mutex_unlock(&fetch->lock);
+
+	for (int i = 0; i < 10; i++)
+		get_and_check(i);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+	dlc_fetch_stop(fetch);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -1158,6 +1232,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);
 	tcase_add_test(hits, a_prefetch_is_offered_to_a_full_cache_when_it_is_read);
 	tcase_add_test(hits, a_prefetch_hit_is_answered_before_its_cache_write);
+	tcase_add_test(hits, verify_holds_and_catches_broken_states);
 	suite_add_tcase(s, hits);
 
 	tcase_add_checked_fixture(integrity, setup, teardown);

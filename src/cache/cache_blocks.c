@@ -653,7 +653,9 @@ static struct block_file *admit_file(struct dlc_cache *cache, uint32_t ino,
 		return NULL;
 	f = create(cache, ino, cache->block_size, node->size);
 	if (!f) {
+		/* The victims are out of the policy already: they go all the same. */
 		dlc_policy_remove(cache->policy, ino);
+		dlc_cache_carry_out_victims(cache);
 		return NULL;
 	}
 	cache->hashes[ino] = 1;

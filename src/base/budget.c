@@ -16,11 +16,18 @@
  *
  * INVARIANTS.  lock guards used, peak and waits; used is the sum of the
  * bytes taken and not yet released; peak >= used.  A thread holds at most
- * one work charge, and waits only while it holds none.
+ * one work charge, and waits only while it holds none.  dlc_budget_verify
+ * checks peak >= used (which a release of more than was taken breaks, used
+ * wrapping below zero); verify builds run it at every release of lock
+ * (unlock()).  used <= limit is not an invariant: a charge and the lone
+ * request larger than the limit may pass it, and a release cannot tell
+ * whose bytes come back.  The per-thread rule is the debug assertion above.
  */
 #include <assert.h>
+#include <errno.h>
 
 #include "dlcache/budget.h"
+#include "dlcache/verify.h"
 
 #ifndef NDEBUG
 /* Debug builds: the calling thread's work charge (bytes, budget), if any. */
@@ -29,6 +36,35 @@ static _Thread_local struct {
 	uint64_t bytes;
 } work_held;
 #endif
+
+static int verify_locked(const struct dlc_budget *budget)
+{
+	return budget->peak >= budget->used ? 0 : -EUCLEAN;
+}
+
+/* Every path that takes budget->lock leaves through here (verify.h); a
+ * wait, which releases it too, is entered through wait_returned. */
+static void unlock(struct dlc_budget *budget)
+{
+	DLC_VERIFY(verify_locked(budget));
+	pthread_mutex_unlock(&budget->lock);
+}
+
+static void wait_returned(struct dlc_budget *budget)
+{
+	DLC_VERIFY(verify_locked(budget));
+	pthread_cond_wait(&budget->returned, &budget->lock);
+}
+
+int dlc_budget_verify(struct dlc_budget *budget)
+{
+	int rc;
+
+	pthread_mutex_lock(&budget->lock);
+	rc = verify_locked(budget);
+	pthread_mutex_unlock(&budget->lock);
+	return rc;
+}
 
 void dlc_budget_init(struct dlc_budget *budget, uint64_t limit)
 {
@@ -73,12 +109,12 @@ void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes)
 	pthread_mutex_lock(&budget->lock);
 	while (!fits(budget, bytes, budget->limit) && !(bytes > budget->limit && budget->used == 0)) {
 		waited = true;
-		pthread_cond_wait(&budget->returned, &budget->lock);
+		wait_returned(budget);
 	}
 	if (waited)
 		budget->waits++;
 	take(budget, bytes);
-	pthread_mutex_unlock(&budget->lock);
+	unlock(budget);
 }
 
 void dlc_budget_keep(struct dlc_budget *budget, uint64_t bytes)
@@ -107,7 +143,7 @@ bool dlc_budget_try_acquire(struct dlc_budget *budget, uint64_t bytes, uint64_t 
 	ok = fits(budget, bytes, ceiling < budget->limit ? ceiling : budget->limit);
 	if (ok)
 		take(budget, bytes);
-	pthread_mutex_unlock(&budget->lock);
+	unlock(budget);
 	return ok;
 }
 
@@ -119,7 +155,7 @@ bool dlc_budget_has_room(struct dlc_budget *budget, uint64_t bytes, uint64_t cei
 		return true;
 	pthread_mutex_lock(&budget->lock);
 	room = fits(budget, bytes, ceiling < budget->limit ? ceiling : budget->limit);
-	pthread_mutex_unlock(&budget->lock);
+	unlock(budget);
 	return room;
 }
 
@@ -129,7 +165,7 @@ void dlc_budget_charge(struct dlc_budget *budget, uint64_t bytes)
 		return;
 	pthread_mutex_lock(&budget->lock);
 	take(budget, bytes);
-	pthread_mutex_unlock(&budget->lock);
+	unlock(budget);
 }
 
 void dlc_budget_release(struct dlc_budget *budget, uint64_t bytes)
@@ -141,7 +177,7 @@ void dlc_budget_release(struct dlc_budget *budget, uint64_t bytes)
 	assert(budget->used >= bytes);
 	budget->used -= bytes;
 	pthread_cond_broadcast(&budget->returned);
-	pthread_mutex_unlock(&budget->lock);
+	unlock(budget);
 }
 
 void dlc_budget_gauges(struct dlc_budget *budget, struct dlc_budget_gauges *out)
@@ -151,5 +187,5 @@ void dlc_budget_gauges(struct dlc_budget *budget, struct dlc_budget_gauges *out)
 	out->used = budget->used;
 	out->peak = budget->peak;
 	out->waits = budget->waits;
-	pthread_mutex_unlock(&budget->lock);
+	unlock(budget);
 }

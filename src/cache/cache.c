@@ -24,7 +24,9 @@
  * cache->lock only to copy the hash.  save_lock serializes saves of the
  * scores (one FILE.tmp at a time) and nests outside cache->lock, which a
  * save holds only to copy the table: the write and fsync run unlocked, so
- * an `epoch N` line never stalls the opens of the mount.
+ * an `epoch N` line never stalls the opens of the mount.  cache_verify.c
+ * checks these (and the policy's own) at every release of cache->lock in
+ * verify builds: every unlock and wait here goes through its helpers.
  */
 #include <errno.h>
 #include <math.h>
@@ -108,7 +110,7 @@ void dlc_cache_carry_out_victims(struct dlc_cache *cache)
 	dlc_stats_add(cache->stats, DLC_STAT_EVICTIONS, nvictims);
 	if (!victims)
 		return;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	/* The victims' files go before this entry's bytes are written, without
 	 * the lock that every hit takes (unlink and SQLite can be slow). */
@@ -386,12 +388,12 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 
 	pthread_mutex_lock(&cache->lock);
 	if (!is_ready(cache, ino)) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return -ENOENT;
 	}
 	hash = cache->hashes[ino];
 	generation = cache->generations[ino];
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
@@ -403,7 +405,7 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 		pthread_mutex_lock(&cache->lock);
 		if (is_ready(cache, ino) && cache->generations[ino] == generation)
 			cache->stamps[ino] = stamp;
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return 0;
 	}
 	if (!copy_is_bad(rc)) {
@@ -426,7 +428,7 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 		dlc_log(DLC_LOG_WARNING, "cached copy of %s dropped: %s", path,
 			rc == -EBADMSG ? "its size or xxh3 does not match" : strerror(-rc));
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return -ENOENT;
 }
 
@@ -443,7 +445,7 @@ void dlc_cache_set_drop_hook(struct dlc_cache *cache, dlc_cache_drop_hook drop, 
 	pthread_mutex_lock(&cache->lock);
 	cache->drop_hook = drop;
 	cache->drop_arg = arg;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
@@ -454,7 +456,7 @@ int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
 
 	pthread_mutex_lock(&cache->lock);
 	stamp = is_ready(cache, ino) ? cache->stamps[ino] : 0;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	if (!stamp)
 		return -ESTALE;
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
@@ -469,7 +471,7 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)
 	pthread_mutex_lock(&cache->lock);
 	if (is_ready(cache, ino))
 		dlc_policy_hit(cache->policy, ino);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 /* dlc_cache_offer, and with room_only dlc_cache_offer_if_room (*made is
@@ -489,18 +491,18 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 	footprint = dlc_store_footprint(size);
 	if (room_only && dlc_policy_used(cache->policy) + cache->pending_bytes + footprint >
 			 dlc_policy_capacity(cache->policy)) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		*made = false;
 		return false;
 	}
 	if (!dlc_cache_admitting(cache) || dlc_policy_contains(cache->policy, ino) || is_deleting(cache, ino) ||
 	    dlc_cache_blocks_has(cache, ino) ||
 	    dlc_policy_admit(cache->policy, ino, footprint, &cache->victims) <= 0) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		goto bypass;
 	}
 	dlc_cache_carry_out_victims(cache);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	/*
 	 * Files evicted by other admissions, or by this one while still being
@@ -513,15 +515,15 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 	pthread_mutex_lock(&cache->lock);
 	while (!is_deleting(cache, ino) &&
 	       dlc_policy_used(cache->policy) + cache->pending_bytes > dlc_policy_capacity(cache->policy))
-		pthread_cond_wait(&cache->deleted, &cache->lock);
+		dlc_cache_wait_deleted(cache);
 	if (is_deleting(cache, ino)) {
 		set_deleting(cache, ino, false);
 		cache->pending_bytes -= footprint;
 		pthread_cond_broadcast(&cache->deleted);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		goto bypass;
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	rc = dlc_store_insert(cache->store, path, data, size, node_mtime_ns(node), &hash, &stamp);
 	if (cache->write_hook)
@@ -531,14 +533,14 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 	if (is_deleting(cache, ino)) {
 		/* Evicted by another admission while its bytes were being
 		 * written: its evictor counted them as pending; they go now. */
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		if (rc == 0)
 			(void)dlc_store_remove(cache->store, path);
 		pthread_mutex_lock(&cache->lock);
 		set_deleting(cache, ino, false);
 		cache->pending_bytes -= footprint;
 		pthread_cond_broadcast(&cache->deleted);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		goto bypass;
 	}
 	if (rc == 0) {
@@ -548,12 +550,12 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		 * on, with no read-back (DESIGN.md, the paragraph on hits). */
 		cache->stamps[ino] = stamp;
 		dlc_stats_add(cache->stats, DLC_STAT_ADMISSIONS, 1);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return true;
 	}
 	dlc_policy_remove(cache->policy, ino);
 	dlc_cache_write_failed(cache, path, rc);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 bypass:
 	dlc_stats_add(cache->stats, DLC_STAT_BYPASSES, 1);
 	return false;
@@ -587,7 +589,7 @@ int dlc_cache_announce(struct dlc_cache *cache, uint32_t ino)
 			rc == -ENOSPC ? "16 M announced reads not yet read are held; announce fewer epochs ahead"
 				      : strerror(-rc));
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return rc;
 }
 
@@ -595,7 +597,7 @@ void dlc_cache_consume(struct dlc_cache *cache, uint32_t ino)
 {
 	pthread_mutex_lock(&cache->lock);
 	dlc_policy_consume(cache->policy, ino);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out)
@@ -607,7 +609,7 @@ void dlc_cache_gauges(struct dlc_cache *cache, struct dlc_cache_gauges *out)
 	out->admission = cache->admission;
 	out->scores_known = cache->scores.known;
 	out->announced = dlc_policy_announced(cache->policy);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 int dlc_cache_save_scores(struct dlc_cache *cache)
@@ -630,7 +632,7 @@ int dlc_cache_save_scores(struct dlc_cache *cache)
 		pthread_mutex_lock(&cache->lock);
 		memcpy(copy.values, cache->scores.values, bytes);
 		copy.known = cache->scores.known;
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		rc = dlc_scores_save(&copy, cache->scores_file, dlc_snapshot_id(cache->snapshot));
 		free(copy.values);
 	}
@@ -648,7 +650,7 @@ void dlc_cache_set_scores(struct dlc_cache *cache, const uint32_t *inos, const f
 		dlc_scores_set(&cache->scores, inos[i], values[i]);
 		dlc_policy_rescore(cache->policy, inos[i]);
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 void dlc_cache_reset_scores(struct dlc_cache *cache)
@@ -656,14 +658,14 @@ void dlc_cache_reset_scores(struct dlc_cache *cache)
 	pthread_mutex_lock(&cache->lock);
 	dlc_scores_reset(&cache->scores);
 	dlc_policy_rescore_all(cache->policy);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch)
 {
 	pthread_mutex_lock(&cache->lock);
 	dlc_policy_begin_pass(cache->policy, (uint32_t)epoch);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 float dlc_cache_score(struct dlc_cache *cache, uint32_t ino)
@@ -673,7 +675,7 @@ float dlc_cache_score(struct dlc_cache *cache, uint32_t ino)
 	pthread_mutex_lock(&cache->lock);
 	if (ino >= 1 && ino <= cache->scores.max_ino)
 		score = cache->scores.values[ino];
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return score;
 }
 
@@ -683,7 +685,7 @@ bool dlc_cache_contains(struct dlc_cache *cache, uint32_t ino)
 
 	pthread_mutex_lock(&cache->lock);
 	ready = is_ready(cache, ino);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return ready;
 }
 
@@ -753,7 +755,7 @@ int dlc_cache_list(struct dlc_cache *cache, struct dlc_budget *budget, uint64_t 
 		for (uint32_t ino = first; ino <= last; ino++)
 			if (is_ready(cache, ino))
 				batch[n++] = ino;
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 
 		for (uint32_t i = 0; rc == 0 && i < n; i++) {
 			size_t length;

@@ -44,6 +44,8 @@
  * so a reader that checked a block without the lock acts on the outcome
  * only if the same block is still ready.  A block_file out of the table is
  * freed once nobody holds it (`pins`: checks running without the lock).
+ * cache_verify.c checks the table against these at every release of
+ * cache->lock in verify builds (the struct is in cache_private.h for it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -57,37 +59,12 @@
 #include "dlcache/log.h"
 #include "cache_private.h"
 
-enum block_state {
-	BLOCK_ABSENT = 0,
-	BLOCK_WRITING,
-	BLOCK_READY,
-	BLOCK_DELETING,
-};
-
-struct block_file {
-	uint32_t ino;
-	uint32_t nblocks;
-	uint64_t block_size;
-	uint64_t file_size;
-	bool evicted;                   /* not charged any more: blocks left are deleted */
-	bool unlinked;                  /* out of the table: freed at the last unpin */
-	uint32_t outstanding;           /* evicted: blocks still to delete */
-	uint32_t pins;                  /* checks holding it without the lock */
-	uint8_t *state;                 /* enum block_state per block */
-	uint64_t *hashes;               /* per block, valid when READY */
-	uint8_t *checked;               /* per block: proven at `stamp` in this mount */
-	uint64_t stamp;                 /* the data file as this mount last knew it, 0 = never */
-	uint32_t *generations;          /* per block, set when it becomes READY */
-	pthread_rwlock_t io;            /* writes (write lock) against checks (read lock) */
-	struct block_file *next;        /* chain of the table */
-};
-
 /* The separator of a block row's path: never in a snapshot path. */
 #define BLOCK_SEPARATOR "//b"
 
 static struct block_file **bucket_of(struct dlc_cache *cache, uint32_t ino)
 {
-	return &cache->block_table[(ino * 2654435761u) & (DLC_CACHE_BLOCK_BUCKETS - 1)];
+	return &cache->block_table[dlc_cache_block_bucket(ino)];
 }
 
 static struct block_file *find(struct dlc_cache *cache, uint32_t ino)
@@ -304,7 +281,7 @@ void dlc_cache_blocks_delete_evicted(struct dlc_cache *cache, struct block_file 
 	remove_data_file(cache, f);
 	pthread_mutex_lock(&cache->lock);
 	settle_deleted(cache, f);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 void dlc_cache_blocks_drop(struct dlc_cache *cache, uint32_t ino)
@@ -408,7 +385,7 @@ void dlc_cache_set_block_size(struct dlc_cache *cache, uint64_t block_size)
 			f = next;
 		}
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 }
 
 uint64_t dlc_cache_block_size(struct dlc_cache *cache)
@@ -417,7 +394,7 @@ uint64_t dlc_cache_block_size(struct dlc_cache *cache)
 
 	pthread_mutex_lock(&cache->lock);
 	size = cache->block_size;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return size;
 }
 
@@ -437,7 +414,7 @@ bool dlc_cache_block_contains(struct dlc_cache *cache, uint32_t ino, uint32_t in
 
 	pthread_mutex_lock(&cache->lock);
 	ready = ready_block(cache, ino, index) != NULL;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return ready;
 }
 
@@ -449,7 +426,7 @@ bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t ind
 	pthread_mutex_lock(&cache->lock);
 	f = ready_block(cache, ino, index);
 	checked = f && f->checked[index];
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return checked;
 }
 
@@ -480,13 +457,13 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 	pthread_mutex_lock(&cache->lock);
 	f = ready_block(cache, ino, index);
 	if (!f || block_len(f, index) != size) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return -ENOENT;
 	}
 	hash = f->hashes[index];
 	generation = f->generations[index];
 	f->pins++;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	rc = block_path(cache, ino, index, f->block_size, path, sizeof(path));
 	if (rc == 0)
@@ -512,12 +489,12 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 		if (now)
 			note_checked(f, index, stamp);
 		unpin(f);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return 0;
 	}
 	if (rc != -EBADMSG && rc != -ENOENT) {
 		unpin(f);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		if (!atomic_exchange(&cache->transient_logged, true))
 			dlc_log(DLC_LOG_WARNING, "cannot read the cached block %s (%s); it is kept and the read goes to the source (logged once)",
 				path, strerror(-rc));
@@ -529,7 +506,7 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 	if (now && path[0])
 		drop_bad_block(cache, f, index, path, rc);
 	unpin(f);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return -ENOENT;
 }
 
@@ -558,7 +535,7 @@ int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t
 		stamp = f->stamp;
 		block_size = f->block_size;
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return open_by_stamp(cache, ino, block_size, stamp);
 }
 
@@ -583,7 +560,7 @@ int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
 		stamp = f->stamp;
 		block_size = f->block_size;
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return open_by_stamp(cache, ino, block_size, stamp);
 }
 
@@ -600,7 +577,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	pthread_mutex_lock(&cache->lock);
 	f = find(cache, ino);
 	if (!f || f->evicted || !complete(f)) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return -ENOENT;
 	}
 	for (uint32_t i = 0; i < f->nblocks; i++) {
@@ -610,14 +587,14 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 		}
 	}
 	if (n == 0 || bytes > max_bytes) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return n == 0 ? 0 : -EFBIG;
 	}
 	ranges = calloc(n, sizeof(*ranges));
 	indexes = calloc(n, sizeof(*indexes));
 	generations = calloc(n, sizeof(*generations));
 	if (!ranges || !indexes || !generations) {
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -631,7 +608,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 		generations[n++] = f->generations[i];
 	}
 	f->pins++;
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	rc = data_key(cache, ino, f->block_size, key, sizeof(key));
 	if (rc == 0) {
@@ -655,7 +632,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 		}
 	}
 	unpin(f);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 out:
 	free(ranges);
 	free(indexes);
@@ -676,7 +653,9 @@ static struct block_file *admit_file(struct dlc_cache *cache, uint32_t ino,
 		return NULL;
 	f = create(cache, ino, cache->block_size, node->size);
 	if (!f) {
+		/* The victims are out of the policy already: they go all the same. */
 		dlc_policy_remove(cache->policy, ino);
+		dlc_cache_carry_out_victims(cache);
 		return NULL;
 	}
 	cache->hashes[ino] = 1;
@@ -709,20 +688,20 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	    block_len(f, index) != size || f->state[index] != BLOCK_ABSENT) {
 		bool ready = f && !f->evicted && index < f->nblocks && f->state[index] == BLOCK_READY;
 
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return ready;
 	}
 	f->state[index] = BLOCK_WRITING;
 	/* As for a whole file: the disk never holds more than the capacity. */
 	while (!f->evicted &&
 	       dlc_policy_used(cache->policy) + cache->pending_bytes > dlc_policy_capacity(cache->policy))
-		pthread_cond_wait(&cache->deleted, &cache->lock);
+		dlc_cache_wait_deleted(cache);
 	if (f->evicted) {
 		settle_evicted_block(cache, f, index);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return false;
 	}
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 
 	/* f lives while this block is WRITING (evicted, it counts in outstanding). */
 	pthread_rwlock_wrlock(&f->io);
@@ -735,12 +714,12 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	if (f->evicted) {
 		/* Evicted while written: its evictor counted it as pending. */
 		pthread_rwlock_unlock(&f->io);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		if (rc == 0)
 			(void)dlc_store_remove(cache->store, path);
 		pthread_mutex_lock(&cache->lock);
 		settle_evicted_block(cache, f, index);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return false;
 	}
 	if (rc == 0) {
@@ -759,12 +738,12 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 		f->checked[index] = 1;
 		dlc_stats_add(cache->stats, DLC_STAT_BLOCK_ADMISSIONS, 1);
 		pthread_rwlock_unlock(&f->io);
-		pthread_mutex_unlock(&cache->lock);
+		dlc_cache_unlock(cache);
 		return true;
 	}
 	f->state[index] = BLOCK_ABSENT;
 	dlc_cache_write_failed(cache, path, rc);
 	pthread_rwlock_unlock(&f->io);
-	pthread_mutex_unlock(&cache->lock);
+	dlc_cache_unlock(cache);
 	return false;
 }

@@ -1,7 +1,8 @@
 /*
  * cache_private.h - the cache's state, shared by cache.c (whole files) and
- * cache_blocks.c (blocks of files larger than cache_max_file).  Nothing
- * outside src/cache/ includes it.  See cache.c for the INVARIANTS; the block
+ * cache_blocks.c (blocks of files larger than cache_max_file), and checked
+ * by cache_verify.c.  Nothing outside src/cache/ includes it (but the unit
+ * tests, white box).  See cache.c for the INVARIANTS; the block
  * entries' own are in cache_blocks.c.
  */
 #ifndef DLCACHE_CACHE_PRIVATE_H
@@ -10,14 +11,46 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dlcache/cache.h"
 
-struct block_file; /* cache_blocks.c */
+/* A file cached as blocks: cache_blocks.c's, guarded by cache->lock but
+ * `io`; here for cache_verify.c. */
+enum block_state {
+	BLOCK_ABSENT = 0,
+	BLOCK_WRITING,
+	BLOCK_READY,
+	BLOCK_DELETING,
+};
+
+struct block_file {
+	uint32_t ino;
+	uint32_t nblocks;
+	uint64_t block_size;
+	uint64_t file_size;
+	bool evicted;                   /* not charged any more: blocks left are deleted */
+	bool unlinked;                  /* out of the table: freed at the last unpin */
+	uint32_t outstanding;           /* evicted: blocks still to delete */
+	uint32_t pins;                  /* checks holding it without the lock */
+	uint8_t *state;                 /* enum block_state per block */
+	uint64_t *hashes;               /* per block, valid when READY */
+	uint8_t *checked;               /* per block: proven at `stamp` in this mount */
+	uint64_t stamp;                 /* the data file as this mount last knew it, 0 = never */
+	uint32_t *generations;          /* per block, set when it becomes READY */
+	pthread_rwlock_t io;            /* writes (write lock) against checks (read lock) */
+	struct block_file *next;        /* chain of the table */
+};
 
 /* Chains of the block table (a power of two). */
 #define DLC_CACHE_BLOCK_BUCKETS 1024
+
+/* The chain of the block table that holds ino. */
+static inline size_t dlc_cache_block_bucket(uint32_t ino)
+{
+	return (ino * 2654435761u) & (DLC_CACHE_BLOCK_BUCKETS - 1);
+}
 
 struct dlc_cache {
 	pthread_mutex_t lock;
@@ -136,5 +169,15 @@ bool dlc_cache_admitting(struct dlc_cache *cache);
 
 /* Pauses admission after a failed write (see offer in cache.c); rc < 0. */
 void dlc_cache_write_failed(struct dlc_cache *cache, const char *path, int rc);
+
+/*
+ * cache_verify.c: the INVARIANTS of cache.c and cache_blocks.c, lock held;
+ * 0 or -EUCLEAN.  Every release of cache->lock goes through
+ * dlc_cache_unlock, every wait for deletions through dlc_cache_wait_deleted,
+ * which run it first in verify builds (verify.h).
+ */
+int dlc_cache_verify_locked(const struct dlc_cache *cache);
+void dlc_cache_unlock(struct dlc_cache *cache);
+void dlc_cache_wait_deleted(struct dlc_cache *cache);
 
 #endif

@@ -53,6 +53,9 @@
  * is taken with a try, and a flight is listed only once its buffer is taken
  * (a reader's) or by readahead, whose job lands it with or without one, so
  * a reader waiting for a flight waits for I/O only.
+ * Verify builds check these at every release of either lock (verify.h:
+ * flights_unlock, flights_wait, reader_unlock; what each checks is said
+ * at verify_flights and verify_reader, the end of this file).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,6 +69,7 @@
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
+#include "dlcache/verify.h"
 
 struct block_flight {
 	uint32_t ino;
@@ -129,6 +133,10 @@ struct dlc_block_reader {
 	uint32_t ahead_until;           /* lock: blocks below are flown or cached */
 	_Atomic bool read_once;         /* a read has come: the next has no head read */
 };
+
+static void flights_unlock(struct dlc_blocks *blocks);
+static void flights_wait(struct dlc_blocks *blocks);
+static void reader_unlock(struct dlc_block_reader *reader);
 
 static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
 {
@@ -372,7 +380,7 @@ static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t 
 
 	pthread_mutex_lock(&reader->lock);
 	rc = source_handle(reader, &handle);
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 	if (rc < 0)
 		return rc;
 	/* The source logged and counted a failure, and counts the bytes. */
@@ -414,7 +422,7 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 	}
 	pthread_mutex_lock(&reader->lock);
 	rc = source_handle(reader, &handle);
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 	if (rc < 0)
 		return rc;
 	/*
@@ -470,7 +478,7 @@ static void offer_and_settle(struct dlc_blocks *blocks, struct block_flight *f)
 	pthread_mutex_lock(&blocks->lock);
 	settle(blocks, f);
 	put_flight(f);
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 }
 
 static void run_offer(void *arg)
@@ -514,7 +522,7 @@ static int join(struct dlc_blocks *blocks, struct block_flight *f,
 
 	f->refs++;
 	while (!f->landed)
-		pthread_cond_wait(&blocks->landed, &blocks->lock);
+		flights_wait(blocks);
 	rc = f->rc;
 	if (rc == 0 && f->blob)
 		*out = dlc_blob_get(f->blob);
@@ -546,7 +554,7 @@ static struct dlc_blob *reader_blob(struct dlc_block_reader *reader, uint32_t in
 			break;
 		}
 	}
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 	if (!oldest)
 		return NULL;
 	dlc_blob_put(oldest);
@@ -579,7 +587,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			 * fail the reader: it reads the block itself, after one
 			 * more look (another reader may have taken over). */
 			if (!(ahead && rc < 0) || joined_ahead) {
-				pthread_mutex_unlock(&blocks->lock);
+				flights_unlock(blocks);
 				dlc_blob_put(blob);
 				return rc;
 			}
@@ -590,7 +598,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			break;
 		/* The buffer before the flight is listed: a reader that joins
 		 * a listed flight waits for its I/O, never for memory. */
-		pthread_mutex_unlock(&blocks->lock);
+		flights_unlock(blocks);
 		blob = reader_blob(reader, index);
 		if (!blob)
 			return 0;
@@ -598,7 +606,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
-		pthread_mutex_unlock(&blocks->lock);
+		flights_unlock(blocks);
 		dlc_blob_put(blob);
 		return -ENOMEM;
 	}
@@ -610,7 +618,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	f->listed = true;
 	f->next = blocks->flights;
 	blocks->flights = f;
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 
 	rc = load_block(reader, index, f->blob, &from_source);
 
@@ -621,11 +629,11 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	if (rc < 0 || !from_source) {
 		settle(blocks, f);
 		put_flight(f);
-		pthread_mutex_unlock(&blocks->lock);
+		flights_unlock(blocks);
 		return rc;
 	}
 	f->settling = true;
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 	/* The reader is answered first. */
 	offer_later(blocks, f);
 	return 0;
@@ -660,7 +668,7 @@ static void drop_staged(struct dlc_block_reader *reader)
 		if (f->landed && !f->settling)
 			unlist(blocks, f);
 	}
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 }
 
 struct ahead_job {
@@ -686,7 +694,7 @@ static void run_ahead(void *arg)
 
 	pthread_mutex_lock(&blocks->lock);
 	wanted = f->owner != NULL;
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 	if (wanted)
 		f->blob = blob_new(blocks, block_len(reader, f->index), blocks->ahead_limit);
 	if (f->blob)
@@ -698,10 +706,10 @@ static void run_ahead(void *arg)
 	if (rc < 0 || !from_source) {
 		settle(blocks, f);
 		put_flight(f);
-		pthread_mutex_unlock(&blocks->lock);
+		flights_unlock(blocks);
 	} else {
 		f->settling = true;
-		pthread_mutex_unlock(&blocks->lock);
+		flights_unlock(blocks);
 		offer_and_settle(blocks, f);
 	}
 	reader_put(reader);
@@ -716,7 +724,7 @@ static void drop_ahead(void *arg)
 	pthread_mutex_lock(&blocks->lock);
 	land(blocks, job->flight, -ESHUTDOWN);
 	put_flight(job->flight);
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 	reader_put(job->reader);
 	free(job);
 }
@@ -752,7 +760,7 @@ static struct ahead_job *list_ahead(struct dlc_block_reader *reader, uint32_t in
 	}
 	pthread_mutex_lock(&blocks->lock);
 	if (find_flight(blocks, reader->ino, index)) {
-		pthread_mutex_unlock(&blocks->lock);
+		flights_unlock(blocks);
 		free(job);
 		free(f);
 		*skip = true;
@@ -762,7 +770,7 @@ static struct ahead_job *list_ahead(struct dlc_block_reader *reader, uint32_t in
 				     .ahead = true, .owner = reader, .blocks = blocks,
 				     .next = blocks->flights };
 	blocks->flights = f;
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 	atomic_fetch_add(&reader->refs, 1);
 	*job = (struct ahead_job) { reader, f };
 	return job;
@@ -816,7 +824,7 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 		reader->window = 0;
 		reader->ahead_until = 0;
 		reader->next_index = last + 1;
-		pthread_mutex_unlock(&reader->lock);
+		reader_unlock(reader);
 		if (had_window)
 			drop_staged(reader);
 		return;
@@ -836,7 +844,7 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 		to = reader->nblocks;
 	if (from < to)
 		reader->ahead_until = to;
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 
 	for (uint32_t i = from; i < to; i++) {
 		if (!fly_ahead(reader, i)) {
@@ -844,7 +852,7 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 			pthread_mutex_lock(&reader->lock);
 			if (reader->ahead_until > i)
 				reader->ahead_until = i;
-			pthread_mutex_unlock(&reader->lock);
+			reader_unlock(reader);
 			break;
 		}
 	}
@@ -885,7 +893,7 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 			 * read it from the source again. */
 			memcpy(dst, blob->data + off, len);
 			blob = hold_locked(reader, index, blob);
-			pthread_mutex_unlock(&reader->lock);
+			reader_unlock(reader);
 			dlc_blob_put(blob);
 			return true;
 		}
@@ -925,7 +933,7 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 			}
 		}
 	}
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 	return served;
 }
 
@@ -950,7 +958,7 @@ static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blo
 {
 	pthread_mutex_lock(&reader->lock);
 	blob = hold_locked(reader, index, blob);
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 	dlc_blob_put(blob);
 }
 
@@ -1014,7 +1022,7 @@ static bool read_head(struct dlc_block_reader *reader, uint32_t index, char *dst
 		return false;
 	pthread_mutex_lock(&reader->lock);
 	rc = source_handle(reader, &handle);
-	pthread_mutex_unlock(&reader->lock);
+	reader_unlock(reader);
 	/* The source logged and counted a failure, and counts the bytes. */
 	if (rc == 0)
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
@@ -1083,7 +1091,7 @@ static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t in
 		take(blocks, f, reader);        /* the reader holds it now */
 		put_flight(f);
 	}
-	pthread_mutex_unlock(&blocks->lock);
+	flights_unlock(blocks);
 	return blob;
 }
 
@@ -1120,4 +1128,78 @@ void dlc_blocks_close(struct dlc_block_reader *reader)
 		return;
 	drop_staged(reader);
 	reader_put(reader);
+}
+
+/* Listed flights: marked so, one per block, held by the list and, until it
+ * lands or while its offer runs, by the flier; an owner only on readahead;
+ * landed, only with its bytes, and once settled only staged for a reader.
+ * (A blob is read only once landed: readahead sets it unlocked.) */
+static int verify_flights(const struct dlc_blocks *blocks)
+{
+	for (const struct block_flight *f = blocks->flights, *g; f; f = f->next) {
+		if (!f->listed || f->blocks != blocks || f->refs == 0 || (f->owner && !f->ahead) ||
+		    ((!f->landed || f->settling) && f->refs < 2) || (!f->landed && f->settling))
+			return -EUCLEAN;
+		if (f->landed && (f->rc != 0 || !f->blob || f->blob->size > blocks->block_size ||
+				  (!f->settling && !(f->ahead && f->owner))))
+			return -EUCLEAN;
+		for (g = f->next; g; g = g->next)
+			if (g->ino == f->ino && g->index == f->index)
+				return -EUCLEAN;
+	}
+	return 0;
+}
+
+/* A reader's blocks in memory: in the slots in use, of the file, each its
+ * block's length; its fd's block, next_index, ahead_until, window in range. */
+static int verify_reader(const struct dlc_block_reader *reader)
+{
+	const struct dlc_blocks *blocks = reader->blocks;
+
+	for (unsigned i = 0; i < HELD_MAX; i++)
+		if (reader->held[i] && (i >= blocks->held_blocks ||
+					reader->held_index[i] >= reader->nblocks ||
+					reader->held[i]->size != block_len(reader, reader->held_index[i])))
+			return -EUCLEAN;
+	return (reader->fd >= 0 && reader->fd_index >= reader->nblocks) ||
+	       reader->next_index > reader->nblocks || reader->ahead_until > reader->nblocks ||
+	       reader->window > blocks->readahead_blocks ? -EUCLEAN : 0;
+}
+
+static void flights_unlock(struct dlc_blocks *blocks)
+{
+	DLC_VERIFY(verify_flights(blocks));
+	pthread_mutex_unlock(&blocks->lock);
+}
+
+static void flights_wait(struct dlc_blocks *blocks)
+{
+	DLC_VERIFY(verify_flights(blocks));
+	pthread_cond_wait(&blocks->landed, &blocks->lock);
+}
+
+static void reader_unlock(struct dlc_block_reader *reader)
+{
+	DLC_VERIFY(verify_reader(reader));
+	pthread_mutex_unlock(&reader->lock);
+}
+
+int dlc_blocks_verify(struct dlc_blocks *blocks)
+{
+	int rc;
+
+	pthread_mutex_lock(&blocks->lock);
+	rc = verify_flights(blocks);
+	pthread_mutex_unlock(&blocks->lock);
+	return rc;
+}
+
+int dlc_blocks_reader_verify(struct dlc_block_reader *reader)
+{
+	int rc;
+
+	pthread_mutex_lock(&reader->lock);
+	rc = verify_reader(reader);
+	pthread_mutex_unlock(&reader->lock);
+	return rc;
 }

@@ -65,6 +65,8 @@
  * Plan entry i (from plan_head) has sequence number plan_head_seq + i.
  * A flight is referenced by its owner and by each waiter (refs); the last
  * one to drop it frees it.  At most one flight per inode is in the list.
+ * Verify builds check these at every release of fetch->lock (verify.h:
+ * unlock, wait_on; verify_locked, at the end of this file, says what).
  */
 #include <assert.h>
 #include <errno.h>
@@ -82,6 +84,7 @@
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 #include "dlcache/tier.h"
+#include "dlcache/verify.h"
 #include "warm_list.h"
 
 struct flight {
@@ -166,6 +169,8 @@ struct dlc_fetch {
 	uint64_t reader_seq;            /* guarded by lock: the furthest announced file opened */
 	struct staged *staged;          /* guarded by lock: window entries, window of them */
 	unsigned nstaged;               /* guarded by lock */
+	unsigned staged_slots;          /* entries staged has room for: window + workers,
+					 * fixed at start */
 	uint64_t staged_bytes;          /* guarded by lock */
 	unsigned active;                /* guarded by lock: workers fetching */
 	unsigned window;
@@ -174,6 +179,9 @@ struct dlc_fetch {
 	pthread_t *workers;
 	unsigned nworkers;
 };
+
+static void unlock(struct dlc_fetch *fetch);
+static void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond);
 
 /* Largest single read from the source. */
 #define READ_CHUNK (8u << 20)
@@ -582,7 +590,7 @@ land:
 	}
 	stopping = fetch->stopping;
 	pthread_cond_broadcast(&fetch->landed);
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	/* A prefetch a reader opened in flight was read as it landed. */
 	if (rc == 0 && flight->ahead && !offered && !staged && !stopping)
 		dlc_cache_offer(fetch->cache, flight->ino, blob->data, size);
@@ -608,7 +616,7 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 	if (!flight) {
 		flight = calloc(1, sizeof(*flight));
 		if (!flight) {
-			pthread_mutex_unlock(&fetch->lock);
+			unlock(fetch);
 			return -ENOMEM;
 		}
 		flight->ino = ino;
@@ -619,19 +627,19 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 		owner = true;
 	}
 	flight->refs++;
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 
 	if (owner)
 		fly(fetch, flight, size);
 
 	pthread_mutex_lock(&fetch->lock);
 	while (!flight->landed)
-		pthread_cond_wait(&fetch->landed, &fetch->lock);
+		wait_on(fetch, &fetch->landed);
 	rc = flight->rc;
 	if (rc == 0 && out)
 		*out = dlc_blob_get(flight->blob);
 	flight_put(fetch, flight);
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	return rc;
 }
 
@@ -708,7 +716,7 @@ static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool *o
 	dlc_cache_consume(fetch->cache, ino);
 	pthread_mutex_lock(&fetch->lock);
 	staged = reader_opened(fetch, ino, offered);
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	return staged;
 }
 
@@ -783,7 +791,7 @@ bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino)
 	pthread_mutex_lock(&fetch->lock);
 	for (unsigned i = 0; i < fetch->nstaged && !staged; i++)
 		staged = fetch->staged[i].ino == ino;
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	return staged;
 }
 
@@ -811,7 +819,7 @@ int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 
 		pthread_mutex_lock(&fetch->lock);
 		dlc_blob_put(reader_opened(fetch, ino, &offered));
-		pthread_mutex_unlock(&fetch->lock);
+		unlock(fetch);
 		dlc_cache_consume(fetch->cache, ino);
 	}
 	dlc_cache_hit(fetch->cache, ino);
@@ -838,7 +846,7 @@ static void warm_next(struct dlc_fetch *fetch)
 	dlc_warm_list_pop(&fetch->warm);
 	if (passed(fetch, seq) || fetch->announced[ino] != seq)
 		return;
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	dlc_warm_file(fetch->cache, fetch->stats, ino);
 	pthread_mutex_lock(&fetch->lock);
 }
@@ -856,7 +864,7 @@ static void *prefetch_worker(void *arg)
 		while (!fetch->stopping && !warm_due(fetch) &&
 		       (fetch->plan_count == 0 || window_full(fetch) ||
 			dlc_warm_list_full(&fetch->warm)))
-			pthread_cond_wait(&fetch->queued, &fetch->lock);
+			wait_on(fetch, &fetch->queued);
 		if (fetch->stopping)
 			break;
 		if (warm_due(fetch)) {
@@ -872,7 +880,7 @@ static void *prefetch_worker(void *arg)
 			continue;
 		fetch->active++;
 		dlc_warm_list_keep(&fetch->warm);       /* it may be a hit */
-		pthread_mutex_unlock(&fetch->lock);
+		unlock(fetch);
 
 		node = dlc_snapshot_node(fetch->snapshot, ino);
 		/* Wake-ups only for what another worker may do now. */
@@ -888,7 +896,7 @@ static void *prefetch_worker(void *arg)
 		if (dlc_warm_list_full(&fetch->warm))
 			pthread_cond_signal(&fetch->queued);
 		dlc_warm_list_unkeep(&fetch->warm);
-		pthread_mutex_unlock(&fetch->lock);
+		unlock(fetch);
 		/* Memory short: the file is left to be an ordinary miss. */
 		if (prefetch_room(fetch, node->size)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
@@ -898,7 +906,7 @@ static void *prefetch_worker(void *arg)
 		fetch->active--;
 		pthread_cond_broadcast(&fetch->queued);
 	}
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	return NULL;
 }
 
@@ -908,6 +916,7 @@ int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers, unsigned window)
 
 	fetch->window = window ? window : 1;
 	fetch->staged = calloc(fetch->window + workers, sizeof(*fetch->staged));
+	fetch->staged_slots = fetch->staged ? fetch->window + workers : 0;
 	fetch->workers = calloc(workers, sizeof(*fetch->workers));
 	warm_slots = fetch->window > WARM_MAX / WARM_WINDOWS ? WARM_MAX : fetch->window * WARM_WINDOWS;
 	if (!fetch->workers || !fetch->staged || dlc_warm_list_init(&fetch->warm, warm_slots) < 0)
@@ -971,7 +980,7 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 		queued = true;
 		pthread_cond_broadcast(&fetch->queued);
 	}
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	return queued;
 }
 
@@ -982,7 +991,7 @@ void dlc_fetch_stop(struct dlc_fetch *fetch)
 	fetch->plan_count = 0;
 	dlc_warm_list_clear(&fetch->warm);
 	pthread_cond_broadcast(&fetch->queued);
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 	dlc_blocks_stop(fetch->blocks);
 	for (unsigned i = 0; i < fetch->nworkers; i++)
 		pthread_join(fetch->workers[i], NULL);
@@ -1005,7 +1014,7 @@ void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t
 	if (!fetch->blocks)
 		fetch->blocks = dlc_blocks_create(&source, fetch->snapshot, fetch->cache, fetch->stats,
 						  fetch->budget, block_size, readahead_max, kernel_readahead);
-	pthread_mutex_unlock(&fetch->lock);
+	unlock(fetch);
 }
 
 /* The most a whole-file open checks at once: an eighth of the memory. */
@@ -1072,4 +1081,74 @@ void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *re
 {
 	(void)fetch;
 	dlc_blocks_close(reader);
+}
+
+/*
+ * Listed flights unlanded, held, one per inode, a prefetch's with its
+ * position; the plan ring in its slots, numbered up to the last
+ * announcement, each entry announced at its number, later or opened (0);
+ * staged files in their slots, with bytes and a position, staged_bytes
+ * their sum; the readers' position; nothing planned or staged without the
+ * announced table, nor planned once stopping; the warm list in its slots.
+ */
+static int verify_locked(const struct dlc_fetch *fetch)
+{
+	const struct dlc_warm_list *warm = &fetch->warm;
+	uint64_t bytes = 0;
+
+	for (const struct flight *f = fetch->flights, *g; f; f = f->next) {
+		if (f->landed || f->refs == 0 || f->ahead != (f->stage_seq != 0) ||
+		    f->stage_seq > fetch->next_seq)
+			return -EUCLEAN;
+		for (g = f->next; g; g = g->next)
+			if (g->ino == f->ino)
+				return -EUCLEAN;
+	}
+	if (fetch->plan_count > fetch->plan_size || (fetch->plan_size == 0) != (fetch->plan == NULL) ||
+	    (fetch->plan_size > 0 && fetch->plan_head >= fetch->plan_size) ||
+	    (fetch->plan_count > 0 && (!fetch->announced || fetch->stopping ||
+				       fetch->plan_head_seq + fetch->plan_count != fetch->next_seq + 1)))
+		return -EUCLEAN;
+	for (size_t i = 0; i < fetch->plan_count; i++) {
+		uint64_t seq = fetch->announced[fetch->plan[(fetch->plan_head + i) % fetch->plan_size]];
+
+		if (seq != 0 && (seq < fetch->plan_head_seq + i || seq > fetch->next_seq))
+			return -EUCLEAN;
+	}
+	if (fetch->nstaged > fetch->staged_slots || (fetch->nstaged > 0 && !fetch->announced))
+		return -EUCLEAN;
+	for (unsigned i = 0; i < fetch->nstaged; i++) {
+		const struct staged *st = &fetch->staged[i];
+
+		if (!st->blob || st->seq == 0 || st->seq > fetch->next_seq)
+			return -EUCLEAN;
+		bytes += st->blob->size;
+	}
+	return bytes != fetch->staged_bytes || fetch->window == 0 ||
+	       fetch->reader_seq > fetch->next_seq ||
+	       atomic_load_explicit(&fetch->planning, memory_order_relaxed) != (fetch->announced != NULL) ||
+	       warm->count + warm->kept > warm->size || (warm->size > 0 && warm->head >= warm->size)
+	       ? -EUCLEAN : 0;
+}
+
+static void unlock(struct dlc_fetch *fetch)
+{
+	DLC_VERIFY(verify_locked(fetch));
+	pthread_mutex_unlock(&fetch->lock);
+}
+
+static void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond)
+{
+	DLC_VERIFY(verify_locked(fetch));
+	pthread_cond_wait(cond, &fetch->lock);
+}
+
+int dlc_fetch_verify(struct dlc_fetch *fetch)
+{
+	int rc;
+
+	pthread_mutex_lock(&fetch->lock);
+	rc = verify_locked(fetch);
+	pthread_mutex_unlock(&fetch->lock);
+	return rc;
 }

@@ -7,9 +7,11 @@
  * instead of waiting for ever; a charge kept or given back frees the thread
  * to wait again; and streams that keep memory only without waiting, with
  * waiters that hold nothing, all run to the end in a budget far too small
- * for all their blocks.
+ * for all their blocks.  dlc_budget_verify holds through all of it, and
+ * catches a release of more than was taken.
  */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -68,6 +70,22 @@ START_TEST(optional_work_stops_at_its_ceiling_without_waiting)
 	ck_assert_uint_eq(gauges().used, 100);
 	dlc_budget_release(&budget, 100);
 	ck_assert(!dlc_budget_try_acquire(&budget, 101, UINT64_MAX));
+}
+END_TEST
+
+START_TEST(verify_holds_and_catches_a_release_of_more_than_was_taken)
+{
+	ck_assert_int_eq(dlc_budget_verify(&budget), 0);
+	dlc_budget_acquire(&budget, 60);
+	dlc_budget_keep(&budget, 60);
+	ck_assert(dlc_budget_try_acquire(&budget, 30, 100));
+	ck_assert_int_eq(dlc_budget_verify(&budget), 0);
+	dlc_budget_release(&budget, 90);
+	ck_assert_int_eq(dlc_budget_verify(&budget), 0);
+	budget.used -= 1;                       /* one byte more given back than taken */
+	ck_assert_int_eq(dlc_budget_verify(&budget), -EUCLEAN);
+	budget.used = 0;
+	ck_assert_int_eq(dlc_budget_verify(&budget), 0);
 }
 END_TEST
 
@@ -278,6 +296,7 @@ int main(void)
 	tcase_add_test(tc, kept_memory_stops_at_half_the_limit);
 	tcase_add_test(tc, a_charge_kept_or_given_back_lets_the_thread_wait_again);
 	tcase_add_test(tc, streams_that_keep_memory_without_waiting_never_stop);
+	tcase_add_test(tc, verify_holds_and_catches_a_release_of_more_than_was_taken);
 #ifndef NDEBUG
 	/* An abort ends the test's own process only when check forks. */
 	if (!getenv("CK_FORK") || strcmp(getenv("CK_FORK"), "no") != 0)

@@ -1,6 +1,11 @@
 /*
  * check_fetch.c - the read path without FUSE: snapshot, store, cache and
  * fetch over a real directory and a real cache directory.
+ *
+ * White box: fetch.c keeps its structs to itself, so this suite compiles it
+ * in (its symbols take the place of the library's) to break a fetcher's
+ * state on purpose and see dlc_fetch_verify catch it; the cache's state is
+ * read through cache_private.h, as dlc_cache_verify's tests break it.
  */
 #include <check.h>
 #include <dirent.h>
@@ -23,6 +28,9 @@
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
+
+#include "../../src/cache/cache_private.h"
+#include "../../src/read/fetch.c"
 
 #define NFILES 20
 #define FILE_SIZE 10000
@@ -863,6 +871,46 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 }
 END_TEST
 
+/*
+ * dlc_cache_verify holds through admissions and evictions of whole files,
+ * and catches the states cache.c's INVARIANTS rule out, each made on
+ * purpose under cache->lock and undone before it is released.  A cache of
+ * three files read five: two evicted.
+ */
+START_TEST(cache_verify_holds_and_catches_broken_states)
+{
+	uint32_t evicted, kept;
+
+	open_all(DLC_POLICY_LRU, 3 * dlc_store_footprint(FILE_SIZE), 0);
+	ck_assert_int_eq(dlc_cache_verify(cache), 0);
+	for (int i = 0; i < 5; i++)
+		get_and_check(i);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_EVICTIONS), 2);
+	ck_assert_int_eq(dlc_cache_verify(cache), 0);
+	evicted = ino_of(0);
+	kept = ino_of(4);
+
+	pthread_mutex_lock(&cache->lock);
+	ck_assert(!is_ready(cache, evicted) && is_ready(cache, kept));
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), 0);
+	cache->ready[evicted >> 3] |= (uint8_t)(1u << (evicted & 7));  /* ready, not charged */
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);
+	cache->ready[evicted >> 3] &= (uint8_t)~(1u << (evicted & 7));
+	set_deleting(cache, kept, true);                /* deleting a charged, ready entry */
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);
+	set_deleting(cache, kept, false);
+	set_deleting(cache, evicted, true);             /* deleting, its bytes not pending */
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);
+	cache->pending_bytes += dlc_store_footprint(FILE_SIZE);
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), 0);    /* as an evictor leaves it */
+	set_deleting(cache, evicted, false);
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);  /* pending, nothing deleting */
+	cache->pending_bytes = 0;
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), 0);
+	pthread_mutex_unlock(&cache->lock);
+}
+END_TEST
+
 /* ---- blocks: files larger than max_file ------------------------------- */
 
 /* Opens the mount's parts with 4 KiB blocks for files over 1 KiB: each
@@ -1093,6 +1141,43 @@ START_TEST(a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole)
 END_TEST
 
 /*
+ * dlc_cache_verify holds for files of blocks admitted and evicted whole,
+ * and catches a block table that disagrees with the policy or with the
+ * bytes pending, each made on purpose under cache->lock and undone.
+ */
+START_TEST(cache_verify_checks_files_of_blocks)
+{
+	struct block_file *f = NULL;
+	uint32_t ino;
+
+	open_blocks(DLC_POLICY_LRU, 12288, 0, 0);
+	read_blocks_and_check(1, 4096, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+	read_blocks_and_check(2, 4096, NULL, 0);        /* evicts file 1 whole */
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 6);
+	ck_assert_int_eq(dlc_cache_verify(cache), 0);
+	ino = ino_of(2);
+
+	pthread_mutex_lock(&cache->lock);
+	for (f = cache->block_table[dlc_cache_block_bucket(ino)]; f && f->ino != ino; f = f->next)
+		;
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), 0);
+	f->evicted = true;                              /* evicted, yet charged and not deleting */
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);
+	f->evicted = false;
+	f->state[0] = BLOCK_DELETING;                   /* a block deleted of an admitted file */
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);
+	f->state[0] = BLOCK_READY;
+	f->outstanding = 1;                             /* outstanding blocks, not evicted */
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), -EUCLEAN);
+	f->outstanding = 0;
+	ck_assert_int_eq(dlc_cache_verify_locked(cache), 0);
+	pthread_mutex_unlock(&cache->lock);
+}
+END_TEST
+
+/*
  * Put blobs of a spares go back to it (at most max kept), the next take
  * reuses a kept buffer, bytes of any size up to the capacity fit, and a
  * blob put after close frees its memory (ASan and LSan would report a
@@ -1138,6 +1223,74 @@ START_TEST(spare_buffers_are_reused_up_to_their_cap)
 }
 END_TEST
 
+/*
+ * dlc_fetch_verify holds while files are announced, prefetched, staged and
+ * read, and catches the states its INVARIANTS rule out, each made on
+ * purpose under fetch->lock and undone before it is released (verify
+ * builds abort on them there).  One worker and a window of one: the first
+ * file is staged and the other nine stay planned.
+ */
+START_TEST(verify_holds_and_catches_broken_states)
+{
+	struct flight ghost = { 0 }, twin = { 0 };
+	uint32_t head_ino;
+
+	open_all(DLC_POLICY_NONE, 1 << 20, 0);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+	ck_assert_int_eq(dlc_fetch_start(fetch, 1, 1), 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert(dlc_fetch_prefetch(fetch, ino_of(i)));
+	for (int t = 0; t < 200 && !dlc_fetch_is_staged(fetch, ino_of(0)); t++)
+		usleep(10000);
+	ck_assert(dlc_fetch_is_staged(fetch, ino_of(0)));
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+
+	pthread_mutex_lock(&fetch->lock);
+	ck_assert_uint_eq(fetch->nstaged, 1);
+	ck_assert_uint_eq(fetch->plan_count, 9);
+	ck_assert_int_eq(verify_locked(fetch), 0);
+	fetch->staged_bytes++;                          /* not the staged files' sum */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->staged_bytes--;
+	fetch->staged_slots = 0;                        /* more staged than slots */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->staged_slots = 2;
+	fetch->plan_head_seq++;                         /* plan numbers off by one */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->plan_head_seq--;
+	head_ino = fetch->plan[fetch->plan_head];
+	fetch->announced[head_ino]--;                   /* announced before its plan entry */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->announced[head_ino]++;
+	fetch->stopping = true;                         /* a plan left after stopping */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->stopping = false;
+	fetch->reader_seq = fetch->next_seq + 1;        /* a reader past every announcement */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->reader_seq = 0;
+	ghost = (struct flight) { .ino = ino_of(15), .refs = 0, .next = fetch->flights };
+	fetch->flights = &ghost;                        /* a listed flight nobody holds */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ghost.refs = 1;
+	ck_assert_int_eq(verify_locked(fetch), 0);
+	ghost.landed = true;                            /* landed but still listed */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ghost.landed = false;
+	twin = (struct flight) { .ino = ino_of(15), .refs = 1, .next = fetch->flights };
+	fetch->flights = &twin;                         /* two fetches of one file */
+	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	fetch->flights = ghost.next;
+	ck_assert_int_eq(verify_locked(fetch), 0);
+	pthread_mutex_unlock(&fetch->lock);
+
+	for (int i = 0; i < 10; i++)
+		get_and_check(i);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+	dlc_fetch_stop(fetch);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
 	Suite *s = suite_create("fetch");
@@ -1158,6 +1311,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);
 	tcase_add_test(hits, a_prefetch_is_offered_to_a_full_cache_when_it_is_read);
 	tcase_add_test(hits, a_prefetch_hit_is_answered_before_its_cache_write);
+	tcase_add_test(hits, verify_holds_and_catches_broken_states);
 	suite_add_tcase(s, hits);
 
 	tcase_add_checked_fixture(integrity, setup, teardown);
@@ -1176,6 +1330,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(capacity, restore_drops_what_no_longer_fits);
 	tcase_add_test(capacity, a_smaller_cache_size_at_remount_keeps_the_highest_scored);
 	tcase_add_test(capacity, staged_files_passed_long_ago_are_dropped);
+	tcase_add_test(capacity, cache_verify_holds_and_catches_broken_states);
 	suite_add_tcase(s, capacity);
 
 	tcase_add_checked_fixture(flights, setup, teardown);
@@ -1189,6 +1344,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(blocks, a_complete_file_of_blocks_opens_whole_once_checked);
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
+	tcase_add_test(blocks, cache_verify_checks_files_of_blocks);
 	suite_add_tcase(s, blocks);
 
 	tcase_add_test(spares, spare_buffers_are_reused_up_to_their_cap);

@@ -96,4 +96,7 @@ void dlc_budget_release(struct dlc_budget *budget, uint64_t bytes);
 
 void dlc_budget_gauges(struct dlc_budget *budget, struct dlc_budget_gauges *out);
 
+/* The invariants of budget.c: 0, or -EUCLEAN when one is broken (verify.h). */
+int dlc_budget_verify(struct dlc_budget *budget);
+
 #endif

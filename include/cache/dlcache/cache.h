@@ -50,6 +50,10 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 		   struct dlc_stats *stats, struct dlc_cache **out, char **cause);
 void dlc_cache_close(struct dlc_cache *cache);
 
+/* The invariants of the cache (cache_verify.c says which): 0, or -EUCLEAN
+ * when one is broken (verify.h). */
+int dlc_cache_verify(struct dlc_cache *cache);
+
 /* Writes the scores to the scores file given at open (crash-safe); 0 or -errno. */
 int dlc_cache_save_scores(struct dlc_cache *cache);
 

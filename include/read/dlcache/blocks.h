@@ -102,4 +102,9 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 
 void dlc_blocks_close(struct dlc_block_reader *reader);
 
+/* The invariants of blocks.c: of its flights, and of one reader's state.
+ * 0, or -EUCLEAN when one is broken (verify.h). */
+int dlc_blocks_verify(struct dlc_blocks *blocks);
+int dlc_blocks_reader_verify(struct dlc_block_reader *reader);
+
 #endif

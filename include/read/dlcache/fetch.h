@@ -47,6 +47,10 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 					  uint64_t max_file, bool chunk_fetch);
 void dlc_fetch_free(struct dlc_fetch *fetch);
 
+/* The invariants of fetch.c (flights, plan, staged files): 0, or -EUCLEAN
+ * when one is broken (verify.h). */
+int dlc_fetch_verify(struct dlc_fetch *fetch);
+
 /*
  * Puts the cluster tier (tier.h; NULL: none) between the cache and the
  * source: a miss asks it before the source, and bytes read from the source

@@ -55,82 +55,6 @@ static int push_score(struct control_batch *batch, uint32_t ino, float value)
 	return 0;
 }
 
-/* Symlinks followed while resolving one .control path, at most (as ELOOP). */
-#define MAX_LINKS 16
-
-/*
- * Inode of a relative path in the snapshot, following symlinks at any
- * component (a link's target is read relative to the link's directory;
- * "." and ".." in targets are walked), never outside the dataset.  0 with
- * *why set to the cause when it does not end at a node: a link that leaves
- * the dataset (absolute, or ".." above the root), dangling, or a loop.
- */
-static uint32_t resolve_following(const struct dlc_snapshot *snapshot, const char *path,
-				  const char **why)
-{
-	char work[2 * 8192 + 2], rest[sizeof(work)];
-	uint32_t dir = 1, links = 0;
-	char *cursor;
-
-	if (strlen(path) >= sizeof(work))
-		return 0;
-	strcpy(work, path);
-	cursor = work;
-	for (;;) {
-		char *slash, *name;
-		const struct dlc_node *node;
-		const char *target;
-		uint32_t ino;
-
-		while (*cursor == '/')
-			cursor++;
-		if (*cursor == '\0')
-			return dir;
-		name = cursor;
-		slash = strchr(cursor, '/');
-		cursor = slash ? slash + 1 : cursor + strlen(cursor);
-		if (slash)
-			*slash = '\0';
-		if (strcmp(name, ".") == 0)
-			continue;
-		if (strcmp(name, "..") == 0) {
-			if (dir == 1) {
-				*why = "a symlink in it leads outside the dataset";
-				return 0;
-			}
-			dir = dlc_snapshot_node(snapshot, dir)->parent;
-			continue;
-		}
-		ino = (uint32_t)dlc_snapshot_lookup(snapshot, dir, name);
-		node = ino ? dlc_snapshot_node(snapshot, ino) : NULL;
-		if (node == NULL) {
-			if (links > 0)
-				*why = "a symlink in it is dangling";
-			return 0;
-		}
-		target = S_ISLNK(node->mode) ? dlc_snapshot_link_target(snapshot, ino) : NULL;
-		if (target == NULL) {
-			if (*cursor != '\0' && !S_ISDIR(node->mode))
-				return 0;
-			dir = ino;
-			continue;
-		}
-		if (++links > MAX_LINKS) {
-			*why = "its symlinks loop";
-			return 0;
-		}
-		if (target[0] == '/') {
-			*why = "a symlink in it leads outside the dataset";
-			return 0;
-		}
-		/* The rest of the path now starts with the link's target. */
-		if ((size_t)snprintf(rest, sizeof(rest), "%s/%s", target, cursor) >= sizeof(rest))
-			return 0;
-		strcpy(work, rest);
-		cursor = work;
-	}
-}
-
 /* Applies one parsed .control command (see control.h); called by the parser. */
 static int apply_command(void *arg, const struct dlc_control_command *command, char **cause)
 {
@@ -146,7 +70,7 @@ static int apply_command(void *arg, const struct dlc_control_command *command, c
 		node = ino ? dlc_snapshot_node(c->snapshot, ino) : NULL;
 		if (!node || S_ISLNK(node->mode)) {
 			/* A symlink (or a path through one) inside the dataset is its target. */
-			ino = resolve_following(c->snapshot, command->path, &why);
+			ino = dlc_snapshot_resolve_following(c->snapshot, command->path, &why);
 			node = ino ? dlc_snapshot_node(c->snapshot, ino) : NULL;
 		}
 		if (why != NULL) {

@@ -119,6 +119,16 @@ uint64_t dlc_snapshot_lookup(const struct dlc_snapshot *snapshot, uint64_t paren
  * slashes are tolerated; "." and ".." are not), or 0 when there is none. */
 uint64_t dlc_snapshot_resolve(const struct dlc_snapshot *snapshot, const char *path);
 
+/*
+ * Inode of a relative path in the snapshot, following symlinks at any
+ * component (a link's target is read relative to the link's directory;
+ * "." and ".." in targets are walked), never outside the dataset.  0 with
+ * *why set to the cause when it does not end at a node: a link that leaves
+ * the dataset (absolute, or ".." above the root), dangling, or a loop.
+ */
+uint32_t dlc_snapshot_resolve_following(const struct dlc_snapshot *snapshot, const char *path,
+				       const char **why);
+
 /* Writes the relative path of ino into buf; 0, -ENAMETOOLONG or -ENOENT. */
 int dlc_snapshot_path(const struct dlc_snapshot *snapshot, uint64_t ino, char *buf,
 		      size_t len);

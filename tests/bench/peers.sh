@@ -33,7 +33,7 @@
 #            else tests/mount/fake_s3.py
 #   N > 0    tests/mount/fake_s3.py --latency N (every request waits N ms)
 # All four mounts of one latency talk to the same server.  RUNS (default 3)
-# rounds; the table has each time's minimum over the rounds, and the ratio
+# rounds; DLCACHE_OPTS adds mount options to dlcache's.  The table has each time's minimum over the rounds, and the ratio
 # of each mount's time to plain dlcache's (above 1: slower than dlcache).
 # "mount" is the time until the mount answers: dlcache lists the whole
 # prefix then (its snapshot), the others list lazily, during epoch 1.
@@ -180,6 +180,7 @@ mount_peer() {   # mount_peer SYSTEM DATASET
 	dlcache*)
 		local opts="cache_dir=$WORK/cache,log_level=warning,s3_endpoint=$URL"
 		[ "$dataset" = shards ] && opts+=",cache_max_file=8M"
+		opts+=${DLCACHE_OPTS:+,$DLCACHE_OPTS}
 		"$DLCACHE" mount "s3://bucket/$dataset" "$MNT" -f -o "$opts" >>"$WORK/peer.log" 2>&1 &
 		PID=$!
 		;;

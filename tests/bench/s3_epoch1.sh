@@ -3,8 +3,8 @@
 # store with LATENCY_MS (default 10) added to every request
 # (tests/mount/fake_s3.py), against the store's own limit:
 #
-#  limit      FILES GETs by curl --parallel, N at a time on kept
-#             connections, for N = READERS and N = prefetch_threads (16):
+#  limit      FILES GETs by N curl processes at once, each on one kept
+#             connection, for N = READERS and N = prefetch_threads (16):
 #             what the server itself answers in files/s
 #  plain      READERS (8) reader processes (peers_read.py) read the epoch's
 #             shuffled order through a fresh mount, nothing announced:
@@ -70,13 +70,28 @@ PY
 sed "s|.*|url = \"$URL/bucket/data/&\"\noutput = \"/dev/null\"|" "$WORK/order" >"$WORK/curl.cfg"
 curl -s --no-progress-meter --parallel --parallel-max 16 -K "$WORK/curl.cfg" >/dev/null 2>&1
 
+# limit_clients N: the objects by N curl processes at once, each GETting its
+# share one after the other on one kept connection: N clients as dlcache's
+# threads are, each with its own share of the CPU (one curl --parallel
+# process gets one thread's share on a loaded machine, and measured less
+# than dlcache itself).
+limit_clients() {
+	local i pids=()
+	for i in $(seq 0 $(($1 - 1))); do
+		awk -v n="$1" -v i="$i" 'int((NR - 1) / 2) % n == i' "$WORK/curl.cfg" >"$WORK/curl.$i.cfg"
+		curl -s --no-progress-meter -K "$WORK/curl.$i.cfg" >/dev/null 2>&1 &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+}
+
 echo "$FILES objects of $SIZE_KB KiB, fake_s3.py with $LATENCY_MS ms a request; $READERS readers;" \
 	"prefetch_threads=$PREFETCH_THREADS; load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u '+%Y-%m-%d %H:%M UTC')"
 for run in $(seq 1 "$RUNS"); do
 	for n in "$READERS" "$PREFETCH_THREADS"; do
 		clear
 		t0=$(now)
-		curl -s --no-progress-meter --parallel --parallel-max "$n" -K "$WORK/curl.cfg" >/dev/null 2>&1
+		limit_clients "$n"
 		keep_min "limit$n" "$(since "$t0")"
 	done
 	for mode in plain announce; do
@@ -104,8 +119,8 @@ target_plain=$(min2 "$ideal_readers" "$limit_readers")
 target_announce=$(min2 "$ideal_prefetch" "$limit_prefetch")
 printf '| %s | time | files/s | limit (files/s) | vs limit | target (0.8) |\n' "first epoch, best of $RUNS"
 echo '|---|---|---|---|---|---|'
-printf '| curl, %d at a time | %s s | %s | %d/%d ms = %d | | |\n' "$READERS" "${best[limit$READERS]}" "$limit_readers" "$READERS" "$LATENCY_MS" "$ideal_readers"
-printf '| curl, %d at a time | %s s | %s | %d/%d ms = %d | | |\n' "$PREFETCH_THREADS" "${best[limit$PREFETCH_THREADS]}" "$limit_prefetch" "$PREFETCH_THREADS" "$LATENCY_MS" "$ideal_prefetch"
+printf '| curl, %d processes | %s s | %s | %d/%d ms = %d | | |\n' "$READERS" "${best[limit$READERS]}" "$limit_readers" "$READERS" "$LATENCY_MS" "$ideal_readers"
+printf '| curl, %d processes | %s s | %s | %d/%d ms = %d | | |\n' "$PREFETCH_THREADS" "${best[limit$PREFETCH_THREADS]}" "$limit_prefetch" "$PREFETCH_THREADS" "$LATENCY_MS" "$ideal_prefetch"
 printf '| dlcache, %d readers | %s s | %s | %s | %s | %s |\n' "$READERS" "${best[plain]}" "$(rate "${best[plain]}")" "$target_plain" \
 	"$(awk "BEGIN {printf \"%.2f\", $(rate "${best[plain]}") / $target_plain}")" \
 	"$(awk "BEGIN {print ($(rate "${best[plain]}") >= 0.8 * $target_plain) ? \"met\" : \"not met\"}")"

@@ -25,6 +25,7 @@
 #define S3_FIRST_BACKOFF_MS 50      /* doubled per retry, with jitter, to at most 2 s */
 #define S3_MAX_LIST_BODY (64u << 20)
 #define S3_ETAG_MAX 128
+#define S3_RECEIVE_BUFFER (128u << 10) /* curl's buffer per handle (backend_s3_http.c) */
 
 struct s3_backend {
 	struct dlc_s3_source source;      /* bucket and prefix */

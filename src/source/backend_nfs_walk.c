@@ -140,11 +140,18 @@ static void walk4_done(struct rpc_context *rpc, int status, void *data, void *pr
 	/* The status of the first operation that failed, or of the GETATTR. */
 	r->rc = res->status == NFS4ERR_SYMLINK ? -ELOOP : nfsstat4_to_errno(res->status);
 	for (unsigned i = 0; r->rc == 0 && i < res->resarray.resarray_len; i++) {
-		nfs_resop4 *op = &res->resarray.resarray_val[i];
+		/*
+		 * libnfs decodes the results into its own arena, 4-byte aligned
+		 * (XDR's unit), so an element may sit where its type cannot be
+		 * read in place: copy it, and the mask word, out first.
+		 */
+		const unsigned char *base = (const unsigned char *)res->resarray.resarray_val;
+		nfs_resop4 op_copy, *op = &op_copy;
 		const GETATTR4resok *ok;
 		const unsigned char *vals;
-		uint32_t want = 1u << FATTR4_TYPE | 1u << FATTR4_FILEID;
+		uint32_t want = 1u << FATTR4_TYPE | 1u << FATTR4_FILEID, mask0 = 0;
 
+		memcpy(&op_copy, base + (size_t)i * sizeof(op_copy), sizeof(op_copy));
 		if (op->resop == OP_GETFH) {
 			const GETFH4resok *fh = &op->nfs_resop4_u.opgetfh.GETFH4res_u.resok4;
 
@@ -156,8 +163,10 @@ static void walk4_done(struct rpc_context *rpc, int status, void *data, void *pr
 		/* Asked for TYPE (bit 1) and FILEID (bit 20): their values in that order. */
 		ok = &op->nfs_resop4_u.opgetattr.GETATTR4res_u.resok4;
 		vals = (const unsigned char *)ok->obj_attributes.attr_vals.attrlist4_val;
+		if (ok->obj_attributes.attrmask.bitmap4_len >= 1)
+			memcpy(&mask0, ok->obj_attributes.attrmask.bitmap4_val, sizeof(mask0));
 		if (ok->obj_attributes.attrmask.bitmap4_len < 1 ||
-		    ok->obj_attributes.attrmask.bitmap4_val[0] != want ||
+		    mask0 != want ||
 		    ok->obj_attributes.attr_vals.attrlist4_len != 12) {
 			r->rc = -EIO;   /* a server that does not say what it found */
 			break;

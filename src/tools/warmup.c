@@ -797,11 +797,12 @@ static int gather(struct warmup *w)
 		rc = read_scores(w, w->top && whole_mount);
 		if (rc < 0) {
 			fprintf(stderr, "dlcache warmup: --top needs %s/%s: %s; this daemon does not "
-				"publish scores (upgrade dlcache) .\n", w->root, DLC_FS_SCORES_NAME, strerror(-rc));
+				"publish scores (upgrade dlcache).\n", w->root, DLC_FS_SCORES_NAME, strerror(-rc));
 			return 1;
 		}
 		/* The highest scores first; unscored files after every scored one. */
-		qsort(w->files, w->count, sizeof(*w->files), score_compare);
+		if (w->count > 1)
+			qsort(w->files, w->count, sizeof(*w->files), score_compare);
 		while (w->count > (size_t)w->top)
 			drop_file(&w->files[--w->count]);
 	}

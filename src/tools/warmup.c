@@ -949,8 +949,10 @@ int dlc_warmup_main(int argc, char **argv)
 			pthread_join(threads[i], NULL);
 	}
 	rc = report(w, stats_before, timed_out);
-	if (timed_out)
+	if (timed_out) {
+		free(stats_before);
 		return rc;      /* readers may still be blocked in a read: exit ends them */
+	}
 out:
 	for (size_t i = 0; i < w->count; i++)
 		free(w->files[i].path);

@@ -6,8 +6,9 @@
 # other with Python's tarfile (mode "r|", as WebDataset reads them) in a
 # shuffled order, through a mount over the emulated link (source_delay=DELAY
 # per call, source_bw=BW shared by every call).  "announced" writes the
-# epoch's order as prefetch lines to .control first, as the dlcache
-# package's shard helper does; "plain" does not.  Each run starts with an
+# epoch's order as prefetch lines to .control first with the dlcache
+# package's dlcache.ShardOrder (python/ of this tree); "plain" draws the
+# same order and announces nothing.  Each run starts with an
 # empty cache and dropped page caches; RUNS (default 3) runs of each, the
 # best printed, then the ratio announced / plain (below 1: faster).
 # COMPUTE_MS (default 0) adds that much work per sample (a training step's
@@ -54,19 +55,17 @@ epoch() {
 	rm -rf "$WORK/cache"
 	drop_caches
 	mount_dlcache "$SRC" "$OPTS"
-	python3 - "$MNT" "$1" "$COMPUTE_MS" <<'PY'
-import os, random, sys, tarfile, time
+	PYTHONPATH=$PWD/python python3 - "$MNT" "$1" "$COMPUTE_MS" <<'PY'
+import os, sys, tarfile, time
+import dlcache
 mnt, announce, compute = sys.argv[1], sys.argv[2] == "1", float(sys.argv[3]) / 1000
-shards = sorted("shards/" + n for n in os.listdir(os.path.join(mnt, "shards")))
-random.Random(1).shuffle(shards)
+shards = sorted(os.path.join(mnt, "shards", n) for n in os.listdir(os.path.join(mnt, "shards")))
 start = time.monotonic()
-if announce:
-    fd = os.open(os.path.join(mnt, ".control"), os.O_WRONLY)
-    os.write(fd, "".join("prefetch %s\n" % s for s in shards).encode())
-    os.close(fd)
+# The same shuffled order either way; announced, it is written as prefetch lines.
+order = dlcache.ShardOrder(shards, dlcache.Mount(mnt) if announce else None, seed=1)
 samples = 0
-for rel in shards:
-    with open(os.path.join(mnt, rel), "rb") as f, tarfile.open(fileobj=f, mode="r|") as tar:
+for path in order.set_epoch(0):
+    with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|") as tar:
         for member in tar:
             tar.extractfile(member).read()
             samples += 1

@@ -18,8 +18,9 @@
 The package is split by concern: mount (the files under MOUNT: .control,
 .stats, .cached, .chunks), scores (losses to rank scores), samplers (an
 epoch's order, announced as prefetch lines), distributed (ranks
-all-gathered, one order sliced per rank) and loaders (reading a sample
-without the tty probe).  Everything a script uses is importable from the
+all-gathered, one order sliced per rank), shards (a shard dataset's order
+per epoch and rank, announced so the mount streams the shards ahead) and
+loaders (reading a sample without the tty probe).  Everything a script uses is importable from the
 package itself.
 
 Only the standard library is needed: DataLoader takes the samplers as they
@@ -33,9 +34,10 @@ from .loaders import pil_loader, read_sample
 from .mount import Mount, find_mount
 from .samplers import CacheAwareSampler, ChunkShuffleSampler, ShuffleSampler
 from .scores import RankReporter
+from .shards import ShardOrder
 
 __version__ = "0.1.0"
 
 __all__ = ["Mount", "RankReporter", "ShuffleSampler", "CacheAwareSampler",
            "ChunkShuffleSampler", "find_mount", "read_sample", "pil_loader",
-           "DistributedRankReporter", "DistributedSlicer"]
+           "DistributedRankReporter", "DistributedSlicer", "ShardOrder"]

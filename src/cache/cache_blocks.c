@@ -6,7 +6,9 @@
  * sum of its blocks' footprints, since block_size is a multiple of 4 KiB),
  * scored by its own path (a `SCORE` line on a shard scores the shard), and
  * evicted whole when the policy chooses it.  Its blocks arrive one by one
- * (each a miss of some reader or a readahead) and each is a store range
+ * (each a miss of some reader, a readahead, or a block of an announced
+ * shard, whose file is admitted only into free room by
+ * dlc_cache_block_offer_if_room) and each is a store range
  * (store.h): row "REL//bINDEX:BLOCK_SIZE" with its exact length and xxh3,
  * its bytes at INDEX * BLOCK_SIZE in one data file per large file (key
  * "REL//blocks:BLOCK_SIZE"), which thus holds the file itself once every
@@ -667,8 +669,11 @@ static struct block_file *admit_file(struct dlc_cache *cache, uint32_t ino,
 	return f && !f->evicted ? f : NULL;
 }
 
-bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
-			   const void *data, uint64_t size)
+/* dlc_cache_block_offer, and with room_only dlc_cache_block_offer_if_room
+ * (*made is false when the file was not admitted yet and there was no free
+ * room for it: nothing was done). */
+static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, const void *data,
+			uint64_t size, bool room_only, bool *made)
 {
 	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
 	char path[DLC_SNAPSHOT_PATH_MAX], key[DLC_SNAPSHOT_PATH_MAX];
@@ -682,6 +687,13 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 		return false;
 	pthread_mutex_lock(&cache->lock);
 	f = find(cache, ino);
+	if (!f && room_only &&
+	    dlc_policy_used(cache->policy) + cache->pending_bytes + dlc_store_footprint(node->size) >
+	    dlc_policy_capacity(cache->policy)) {
+		pthread_mutex_unlock(&cache->lock);
+		*made = false;
+		return false;
+	}
 	if (!f)
 		f = admit_file(cache, ino, node);
 	if (!f || f->evicted || f->block_size != cache->block_size || index >= f->nblocks ||
@@ -746,4 +758,21 @@ bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index
 	pthread_rwlock_unlock(&f->io);
 	dlc_cache_unlock(cache);
 	return false;
+}
+
+bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			   const void *data, uint64_t size)
+{
+	bool made;
+
+	return block_offer(cache, ino, index, data, size, false, &made);
+}
+
+bool dlc_cache_block_offer_if_room(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+				   const void *data, uint64_t size)
+{
+	bool made = true;
+
+	(void)block_offer(cache, ino, index, data, size, true, &made);
+	return made;
 }

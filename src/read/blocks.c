@@ -1,6 +1,8 @@
 /*
  * blocks.c - the read path of files larger than cache_max_file: blocks,
- * one flight per block, and readahead per open file (see blocks.h).
+ * one flight per block, and readahead per open file (see blocks.h).  The
+ * flights and readahead jobs live in flights.c, the stream of announced
+ * shards in shards.c, the state they share in blocks_private.h.
  *
  * A read maps to the blocks it covers; each block is served from, in
  * order: the reader's last two blocks in memory; the cache file of a block
@@ -27,6 +29,11 @@
  * arriving early joins the flight.  Any other read resets the window and
  * drops the reader's staged blocks: a random reader reads only its blocks.
  *
+ * Announced shards (`prefetch` lines on large files) are streamed ahead of
+ * their readers by shards.c, through the same flights and readahead jobs
+ * (flights.c); a reader of an announced file claims its plan entry at open
+ * and gives it back at close.
+ *
  * Memory (the rule of budget.h).  A reader's blocks in memory and its
  * readahead are kept memory: given back only as the reader moves on, so
  * they are taken without waiting (dlc_budget_try_acquire), readahead below
@@ -49,13 +56,18 @@
  * unlists itself.  reader->lock guards the reader's file, blocks in memory,
  * cache fd and window; blocks->lock may be taken under it (a reader taking
  * a landed readahead), never the reverse.  A reader is referenced by its open file and by each of
- * its readahead jobs.  Nothing here waits on the budget: every block buffer
+ * its readahead jobs.  blocks->lock also guards the shard plan, every
+ * entry's fields, shard_bytes (the lens of the listed flights still
+ * unclaimed, never above shard_limit but for one block) and reader->shard;
+ * an entry is referenced by the plan and by its readers' shard pointers
+ * (it leaves the plan only with no reader), its stream reader by the entry
+ * and each of its jobs.  The stream is pumped (shards.c) without any
+ * lock of the caller's held.  Nothing here waits on the budget: every block buffer
  * is taken with a try, and a flight is listed only once its buffer is taken
  * (a reader's) or by readahead, whose job lands it with or without one, so
  * a reader waiting for a flight waits for I/O only.
- * Verify builds check these at every release of either lock (verify.h:
- * flights_unlock, flights_wait, reader_unlock; what each checks is said
- * at verify_flights and verify_reader, the end of this file).
+ * Verify builds check these at every release of either lock (flights.c:
+ * dlc_flights_unlock, dlc_flights_wait, dlc_flights_reader_unlock).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,85 +78,9 @@
 #include <unistd.h>
 
 #include "dlcache/blocks.h"
-#include "dlcache/fetch.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
-#include "dlcache/verify.h"
-
-struct block_flight {
-	uint32_t ino;
-	uint32_t index;
-	unsigned refs;
-	bool listed;
-	bool landed;
-	bool ahead;                     /* flown by readahead */
-	bool settling;                  /* landed from the source, its offer to the cache
-					 * not done: it stays listed until then */
-	int rc;
-	struct dlc_blob *blob;          /* landed with rc 0: the block's bytes */
-	struct dlc_block_reader *owner; /* ahead: the reader it is staged for, or NULL */
-	struct dlc_blocks *blocks;
-	struct block_flight *next;
-};
-
-struct dlc_blocks {
-	struct dlc_block_source source;
-	const struct dlc_snapshot *snapshot;
-	struct dlc_cache *cache;
-	struct dlc_stats *stats;
-	struct dlc_budget *budget;
-	uint64_t block_size;
-	uint32_t readahead_blocks;      /* the window's cap, in blocks */
-	uint32_t reorder;               /* blocks the kernel's requests may arrive out
-					 * of order by, beyond one (see note_read) */
-	unsigned held_blocks;           /* blocks a reader keeps in memory */
-	uint64_t ahead_limit;           /* readahead only while the budget's use is below */
-	struct dlc_pool *pool;          /* readahead fetches from the source */
-	struct dlc_pool *local;         /* readahead of cached blocks (read whole and
-					 * checked): the local disk's work */
-	struct dlc_blob_spares *spares; /* the blocks' buffers, reused (fetch.h) */
-	pthread_mutex_t lock;
-	pthread_cond_t landed;          /* broadcast when a flight lands */
-	struct block_flight *flights;   /* guarded by lock */
-};
-
-/* Blocks a reader keeps in memory: three (parallel readers of one file, and
- * the kernel's async reads), and as many more as the kernel's requests may
- * arrive out of order by, up to HELD_MAX (blocks->held_blocks). */
-#define HELD_MAX 16
-
-struct dlc_block_reader {
-	_Atomic unsigned refs;
-	struct dlc_blocks *blocks;
-	uint32_t ino;
-	uint64_t size;
-	uint32_t nblocks;
-	pthread_mutex_t lock;
-	bool opened;                    /* lock: source.open called (on the first source read) */
-	void *handle;                   /* lock: what it gave */
-	struct dlc_blob *held[HELD_MAX];        /* lock: blocks in memory, newest first;
-						 * the first blocks->held_blocks used */
-	uint32_t held_index[HELD_MAX];
-	int fd;                         /* lock: a checked cache file, or -1 */
-	uint32_t fd_index;
-	uint32_t next_index;            /* lock: one past the furthest block read */
-	unsigned advances;              /* lock: blocks advanced in a row */
-	uint32_t window;                /* lock: readahead window in blocks, 0 = none */
-	uint32_t ahead_until;           /* lock: blocks below are flown or cached */
-	_Atomic bool read_once;         /* a read has come: the next has no head read */
-};
-
-static void flights_unlock(struct dlc_blocks *blocks);
-static void flights_wait(struct dlc_blocks *blocks);
-static void reader_unlock(struct dlc_block_reader *reader);
-
-static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
-{
-	uint64_t start = (uint64_t)index * reader->blocks->block_size;
-
-	return reader->size - start < reader->blocks->block_size ? reader->size - start
-								   : reader->blocks->block_size;
-}
+#include "blocks_private.h"
 
 /*
  * How many put block buffers are kept for reuse: 32 MiB of them (8 blocks
@@ -182,6 +118,9 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 	blocks->budget = budget;
 	blocks->block_size = block_size;
 	blocks->readahead_blocks = (uint32_t)(readahead_max / block_size);
+	blocks->shard_limit = (uint64_t)blocks->readahead_blocks * block_size;
+	blocks->shards_tail = &blocks->shards;
+	blocks->shard_window = 1;
 	/*
 	 * The kernel keeps up to two of its readahead windows in flight, in
 	 * requests the FUSE threads answer in any order: a request may come
@@ -219,11 +158,19 @@ fail:
 
 void dlc_blocks_stop(struct dlc_blocks *blocks)
 {
-	if (blocks && blocks->pool) {
+	if (!blocks)
+		return;
+	/* No pump may submit to a pool stopped under it. */
+	pthread_mutex_lock(&blocks->lock);
+	blocks->stopping = true;
+	while (blocks->pumping)
+		dlc_flights_wait(blocks);
+	dlc_flights_unlock(blocks);
+	if (blocks->pool) {
 		dlc_pool_stop(blocks->pool, 2000);
 		blocks->pool = NULL;
 	}
-	if (blocks && blocks->local) {
+	if (blocks->local) {
 		dlc_pool_stop(blocks->local, 2000);
 		blocks->local = NULL;
 	}
@@ -234,6 +181,9 @@ void dlc_blocks_free(struct dlc_blocks *blocks)
 	if (!blocks)
 		return;
 	dlc_blocks_stop(blocks);
+	/* Every reader is closed: the plan's entries hold only their streams. */
+	dlc_shards_release(blocks->shards);
+	blocks->shards = NULL;
 	/* Staged blocks of readers closed by now are already unlisted. */
 	while (blocks->flights) {
 		struct block_flight *f = blocks->flights;
@@ -247,119 +197,6 @@ void dlc_blocks_free(struct dlc_blocks *blocks)
 	pthread_cond_destroy(&blocks->landed);
 	pthread_mutex_destroy(&blocks->lock);
 	free(blocks);
-}
-
-/* A blob for a block, kept memory (budget.h): taken only if the budget's use
- * stays at or below ceiling, never waited for; NULL when there is no room. */
-static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, uint64_t ceiling)
-{
-	struct dlc_budget *budget = blocks->budget;
-	struct dlc_blob *blob;
-
-	if (budget && !dlc_budget_try_acquire(budget, size, ceiling))
-		return NULL;
-	blob = dlc_blob_spares_take(blocks->spares, size);   /* + 1 byte: see load_block */
-	if (!blob) {
-		dlc_budget_release(budget, size);
-		return NULL;
-	}
-	blob->budget = budget;
-	return blob;
-}
-
-/* Lock held. */
-static struct block_flight *find_flight(struct dlc_blocks *blocks, uint32_t ino, uint32_t index)
-{
-	for (struct block_flight *f = blocks->flights; f; f = f->next)
-		if (f->ino == ino && f->index == index)
-			return f;
-	return NULL;
-}
-
-/* Drops one reference; lock held. */
-static void put_flight(struct block_flight *f)
-{
-	if (--f->refs == 0) {
-		dlc_blob_put(f->blob);
-		free(f);
-	}
-}
-
-/* Takes f out of the list, dropping the list's reference, when the caller
- * holds one of its own (so f lives on); lock held. */
-static void unlist_held(struct dlc_blocks *blocks, struct block_flight *f)
-{
-	if (!f->listed)
-		return;
-	for (struct block_flight **p = &blocks->flights; *p; p = &(*p)->next) {
-		if (*p == f) {
-			*p = f->next;
-			break;
-		}
-	}
-	f->listed = false;
-	f->refs--;
-}
-
-/*
- * Reader has got the bytes of landed flight f: a readahead staged for it
- * (or for nobody any more) leaves the list, unless its offer to the cache
- * is still running: then it only loses its owner, and settle() unlists it
- * once the cache holds the block (unlisted before, the block would be read
- * from the source again by the next reader to want it).  One staged for
- * another reader of the file stays listed for that reader.  Lock held, and
- * a reference of the caller's besides the list's.
- */
-static void take(struct dlc_blocks *blocks, struct block_flight *f,
-		 const struct dlc_block_reader *reader)
-{
-	if (!f->ahead || (f->owner != reader && f->owner != NULL))
-		return;
-	if (f->settling)
-		f->owner = NULL;
-	else
-		unlist_held(blocks, f);
-}
-
-/* unlist_held, when the list's may be the last reference. */
-static void unlist(struct dlc_blocks *blocks, struct block_flight *f)
-{
-	if (!f->listed)
-		return;
-	f->refs++;
-	unlist_held(blocks, f);
-	put_flight(f);
-}
-
-/* The reader's source handle, opened on first use; reader->lock held. */
-static int source_handle(struct dlc_block_reader *reader, void **out)
-{
-	struct dlc_blocks *blocks = reader->blocks;
-
-	if (!reader->opened) {
-		int rc = blocks->source.open(blocks->source.ctx, reader->ino, &reader->handle);
-
-		if (rc < 0)
-			return rc;
-		reader->opened = true;
-	}
-	*out = reader->handle;
-	return 0;
-}
-
-/* The reader's file is not the snapshot's size on the source: logs and
- * counts it; -EIO. */
-static int changed_size(struct dlc_block_reader *reader)
-{
-	struct dlc_blocks *blocks = reader->blocks;
-	char path[DLC_SNAPSHOT_PATH_MAX];
-
-	dlc_stats_add(blocks->stats, DLC_STAT_REMOTE_ERRORS, 1);
-	if (dlc_snapshot_path(blocks->snapshot, reader->ino, path, sizeof(path)) < 0)
-		snprintf(path, sizeof(path), "inode %u", reader->ino);
-	dlc_log(DLC_LOG_WARNING, "%s changed size on the source since the snapshot; remount with -o refresh", path);
-	dlc_stats_set_error(blocks->stats, "a file changed size on the source since the snapshot");
-	return -EIO;
 }
 
 /*
@@ -379,8 +216,8 @@ static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t 
 	int rc;
 
 	pthread_mutex_lock(&reader->lock);
-	rc = source_handle(reader, &handle);
-	reader_unlock(reader);
+	rc = dlc_flights_source_handle(reader, &handle);
+	dlc_flights_reader_unlock(reader);
 	if (rc < 0)
 		return rc;
 	/* The source logged and counted a failure, and counts the bytes. */
@@ -388,147 +225,16 @@ static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t 
 	if (got < 0)
 		return -EIO;
 	if ((uint64_t)got != n)
-		return changed_size(reader);
+		return dlc_flights_changed_size(reader);
 	if (pos + n == reader->size) {
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, &past, 1, pos + n);
 		if (got < 0)
 			return -EIO;
 		if (got > 0)
-			return changed_size(reader);
+			return dlc_flights_changed_size(reader);
 	}
 	dlc_stats_add(blocks->stats, DLC_STAT_UNBUFFERED_READS, 1);
 	return 0;
-}
-
-/*
- * Loads block index of the reader's file into blob (its exact length): from
- * the cache if it holds a good copy, else from the source in one read,
- * offered to the cache.  0 or -EIO.
- */
-static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob,
-		      bool *from_source)
-{
-	struct dlc_blocks *blocks = reader->blocks;
-	void *handle;
-	uint64_t len = blob->size;
-	ssize_t n;
-	int rc;
-
-	*from_source = false;
-	if (blocks->cache && dlc_cache_block_read(blocks->cache, reader->ino, index, blob->data, len) == 0) {
-		dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_HITS, 1);
-		dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_CACHE, len);
-		return 0;
-	}
-	pthread_mutex_lock(&reader->lock);
-	rc = source_handle(reader, &handle);
-	reader_unlock(reader);
-	if (rc < 0)
-		return rc;
-	/*
-	 * The handle stays open while the reader lives, and this call holds a
-	 * reference to the reader.  The last block asks for one byte more
-	 * (the blob has room for it), so a file that grew is seen too.  The
-	 * source logged and counted a failure, and counts the bytes.
-	 */
-	n = blocks->source.read(blocks->source.ctx, reader->ino, handle, blob->data,
-				index + 1 == reader->nblocks ? len + 1 : len,
-				(uint64_t)index * blocks->block_size);
-	if (n < 0)
-		return -EIO;
-	/* Drivers return short reads only at the end of the file. */
-	if ((uint64_t)n != len)
-		return changed_size(reader);
-	dlc_stats_add(blocks->stats, DLC_STAT_BLOCK_MISSES, 1);
-	*from_source = true;
-	return 0;
-}
-
-/*
- * Lands f with rc (its blob already set when rc is 0): its waiters take
- * their bytes now.  A failed flight leaves the list at once; a good one
- * stays listed (so a reader arriving meanwhile joins it rather than read the
- * source again) until its offer to the cache is done (settle).  Lock held,
- * and a reference of the caller's.
- */
-static void land(struct dlc_blocks *blocks, struct block_flight *f, int rc)
-{
-	f->rc = rc;
-	f->landed = true;
-	if (rc < 0)
-		unlist_held(blocks, f);
-	pthread_cond_broadcast(&blocks->landed);
-}
-
-/* After the offer of a landed flight: a reader's own flight, or readahead
- * nobody waits for any more, leaves the list; staged readahead stays. */
-static void settle(struct dlc_blocks *blocks, struct block_flight *f)
-{
-	f->settling = false;
-	if (!f->ahead || !f->owner)
-		unlist_held(blocks, f);
-}
-
-/* Offers a block just read from the source to the cache, then settles its
- * flight and drops the reference the caller held for it. */
-static void offer_and_settle(struct dlc_blocks *blocks, struct block_flight *f)
-{
-	if (blocks->cache)
-		(void)dlc_cache_block_offer(blocks->cache, f->ino, f->index, f->blob->data, f->blob->size);
-	pthread_mutex_lock(&blocks->lock);
-	settle(blocks, f);
-	put_flight(f);
-	flights_unlock(blocks);
-}
-
-static void run_offer(void *arg)
-{
-	struct block_flight *f = arg;
-
-	offer_and_settle(f->blocks, f);
-}
-
-/* The pool stops (unmount): the offer still runs, on the stopping thread,
- * so that blocks read before the unmount are cached as after it. */
-static void drop_offer(void *arg)
-{
-	struct block_flight *f = arg;
-
-	offer_and_settle(f->blocks, f);
-}
-
-/*
- * Offers landed flight f's bytes to the cache on the source pool, so that
- * the reader is answered first.  Not on the local pool: cache writes queued
- * behind two threads held their blocks in memory while the source ran
- * ahead (daemon RSS 537 MiB with four streams, against 150 MiB here).
- */
-static void offer_later(struct dlc_blocks *blocks, struct block_flight *f)
-{
-	struct dlc_pool_job job = { run_offer, drop_offer, f };
-
-	if (!blocks->pool || dlc_pool_submit(blocks->pool, &job) < 0)
-		offer_and_settle(blocks, f);
-}
-
-/*
- * Waits for listed flight f to land and takes its bytes for the reader: its
- * rc, and when 0 one blob reference in *out.  Lock held.
- */
-static int join(struct dlc_blocks *blocks, struct block_flight *f,
-		const struct dlc_block_reader *reader, struct dlc_blob **out)
-{
-	int rc;
-
-	f->refs++;
-	while (!f->landed)
-		flights_wait(blocks);
-	rc = f->rc;
-	if (rc == 0 && f->blob)
-		*out = dlc_blob_get(f->blob);
-	take(blocks, f, reader);        /* the reader holds it now */
-	put_flight(f);
-	return *out || rc < 0 ? rc : -EIO;
 }
 
 /*
@@ -541,7 +247,7 @@ static struct dlc_blob *reader_blob(struct dlc_block_reader *reader, uint32_t in
 {
 	struct dlc_blocks *blocks = reader->blocks;
 	uint64_t ceiling = dlc_budget_kept_ceiling(blocks->budget);
-	struct dlc_blob *blob = blob_new(blocks, block_len(reader, index), ceiling);
+	struct dlc_blob *blob = dlc_flights_blob_new(blocks, dlc_blocks_block_len(reader, index), ceiling);
 	struct dlc_blob *oldest = NULL;
 
 	if (blob || !blocks->budget)
@@ -554,11 +260,11 @@ static struct dlc_blob *reader_blob(struct dlc_block_reader *reader, uint32_t in
 			break;
 		}
 	}
-	reader_unlock(reader);
+	dlc_flights_reader_unlock(reader);
 	if (!oldest)
 		return NULL;
 	dlc_blob_put(oldest);
-	return blob_new(blocks, block_len(reader, index), ceiling);
+	return dlc_flights_blob_new(blocks, dlc_blocks_block_len(reader, index), ceiling);
 }
 
 /*
@@ -578,16 +284,19 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	*out = NULL;
 	pthread_mutex_lock(&blocks->lock);
 	for (;;) {
-		f = find_flight(blocks, reader->ino, index);
+		f = dlc_flights_find(blocks, reader->ino, index);
 		if (f) {
 			bool ahead = f->ahead;
+			struct block_flight *offer;
 
-			rc = join(blocks, f, reader, out);
+			rc = dlc_flights_join(blocks, f, reader, out, &offer);
 			/* A readahead that failed (no room, the source) must not
 			 * fail the reader: it reads the block itself, after one
 			 * more look (another reader may have taken over). */
 			if (!(ahead && rc < 0) || joined_ahead) {
-				flights_unlock(blocks);
+				dlc_flights_unlock(blocks);
+				if (offer)
+					dlc_flights_offer_later(blocks, offer);
 				dlc_blob_put(blob);
 				return rc;
 			}
@@ -598,7 +307,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			break;
 		/* The buffer before the flight is listed: a reader that joins
 		 * a listed flight waits for its I/O, never for memory. */
-		flights_unlock(blocks);
+		dlc_flights_unlock(blocks);
 		blob = reader_blob(reader, index);
 		if (!blob)
 			return 0;
@@ -606,7 +315,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
-		flights_unlock(blocks);
+		dlc_flights_unlock(blocks);
 		dlc_blob_put(blob);
 		return -ENOMEM;
 	}
@@ -618,176 +327,25 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 	f->listed = true;
 	f->next = blocks->flights;
 	blocks->flights = f;
-	flights_unlock(blocks);
+	dlc_flights_unlock(blocks);
 
-	rc = load_block(reader, index, f->blob, &from_source);
+	rc = dlc_flights_load_block(reader, index, f->blob, &from_source);
 
 	pthread_mutex_lock(&blocks->lock);
-	land(blocks, f, rc);
+	dlc_flights_land(blocks, f, rc);
 	if (rc == 0)
 		*out = dlc_blob_get(f->blob);
 	if (rc < 0 || !from_source) {
-		settle(blocks, f);
-		put_flight(f);
-		flights_unlock(blocks);
+		dlc_flights_settle(blocks, f);
+		dlc_flights_put(f);
+		dlc_flights_unlock(blocks);
 		return rc;
 	}
 	f->settling = true;
-	flights_unlock(blocks);
+	dlc_flights_unlock(blocks);
 	/* The reader is answered first. */
-	offer_later(blocks, f);
+	dlc_flights_offer_later(blocks, f);
 	return 0;
-}
-
-static void reader_put(struct dlc_block_reader *reader)
-{
-	if (atomic_fetch_sub(&reader->refs, 1) != 1)
-		return;
-	for (int i = 0; i < HELD_MAX; i++)
-		dlc_blob_put(reader->held[i]);
-	if (reader->fd >= 0)
-		close(reader->fd);
-	if (reader->opened && reader->blocks->source.close)
-		reader->blocks->source.close(reader->blocks->source.ctx, reader->handle);
-	pthread_mutex_destroy(&reader->lock);
-	free(reader);
-}
-
-/* Forgets the reader's staged blocks (reset or close). */
-static void drop_staged(struct dlc_block_reader *reader)
-{
-	struct dlc_blocks *blocks = reader->blocks;
-	struct block_flight *f, *next;
-
-	pthread_mutex_lock(&blocks->lock);
-	for (f = blocks->flights; f; f = next) {
-		next = f->next;
-		if (f->owner != reader)
-			continue;
-		f->owner = NULL;
-		if (f->landed && !f->settling)
-			unlist(blocks, f);
-	}
-	flights_unlock(blocks);
-}
-
-struct ahead_job {
-	struct dlc_block_reader *reader;        /* one reference */
-	struct block_flight *flight;            /* one reference */
-};
-
-/*
- * A readahead fetch.  Its buffer is taken now, not when it was queued, so
- * that queued fetches hold no memory: at most one block per pool thread is
- * being read ahead at any time, plus what is staged.  No room in the budget
- * (or the reader gone): nothing is read, and the reader reads the block
- * itself if it gets there.
- */
-static void run_ahead(void *arg)
-{
-	struct ahead_job *job = arg;
-	struct dlc_block_reader *reader = job->reader;
-	struct dlc_blocks *blocks = reader->blocks;
-	struct block_flight *f = job->flight;
-	bool from_source = false, wanted;
-	int rc = -ENOMEM;
-
-	pthread_mutex_lock(&blocks->lock);
-	wanted = f->owner != NULL;
-	flights_unlock(blocks);
-	if (wanted)
-		f->blob = blob_new(blocks, block_len(reader, f->index), blocks->ahead_limit);
-	if (f->blob)
-		rc = load_block(reader, f->index, f->blob, &from_source);
-	if (rc == 0)
-		dlc_stats_add(blocks->stats, DLC_STAT_READAHEADS, 1);
-	pthread_mutex_lock(&blocks->lock);
-	land(blocks, f, rc);
-	if (rc < 0 || !from_source) {
-		settle(blocks, f);
-		put_flight(f);
-		flights_unlock(blocks);
-	} else {
-		f->settling = true;
-		flights_unlock(blocks);
-		offer_and_settle(blocks, f);
-	}
-	reader_put(reader);
-	free(job);
-}
-
-static void drop_ahead(void *arg)
-{
-	struct ahead_job *job = arg;
-	struct dlc_blocks *blocks = job->reader->blocks;
-
-	pthread_mutex_lock(&blocks->lock);
-	land(blocks, job->flight, -ESHUTDOWN);
-	put_flight(job->flight);
-	flights_unlock(blocks);
-	reader_put(job->reader);
-	free(job);
-}
-
-/*
- * Lists a readahead flight of block index for the reader, not started yet:
- * the job that starts it (submit_ahead), or NULL with *skip true when
- * nothing is to be read (the block is checked in this mount, or in
- * flight), or with *skip false when the budget has no room (try later).
- * Readers wanting the block meanwhile wait for the listed flight.
- */
-static struct ahead_job *list_ahead(struct dlc_block_reader *reader, uint32_t index, bool *skip)
-{
-	struct dlc_blocks *blocks = reader->blocks;
-	struct ahead_job *job;
-	struct block_flight *f;
-
-	*skip = true;
-	/* A block checked in this mount is read from its file; one cached but
-	 * not yet checked is worth reading ahead (its check reads it whole). */
-	if (blocks->cache && dlc_cache_block_checked(blocks->cache, reader->ino, index))
-		return NULL;
-	*skip = false;
-	if (blocks->budget && !dlc_budget_has_room(blocks->budget, block_len(reader, index),
-						   blocks->ahead_limit))
-		return NULL;
-	job = malloc(sizeof(*job));
-	f = calloc(1, sizeof(*f));
-	if (!job || !f) {
-		free(job);
-		free(f);
-		return NULL;
-	}
-	pthread_mutex_lock(&blocks->lock);
-	if (find_flight(blocks, reader->ino, index)) {
-		flights_unlock(blocks);
-		free(job);
-		free(f);
-		*skip = true;
-		return NULL;
-	}
-	*f = (struct block_flight) { .ino = reader->ino, .index = index, .refs = 2, .listed = true,
-				     .ahead = true, .owner = reader, .blocks = blocks,
-				     .next = blocks->flights };
-	blocks->flights = f;
-	flights_unlock(blocks);
-	atomic_fetch_add(&reader->refs, 1);
-	*job = (struct ahead_job) { reader, f };
-	return job;
-}
-
-/* Starts a flight listed by list_ahead. */
-static void submit_ahead(struct ahead_job *job)
-{
-	struct dlc_blocks *blocks = job->reader->blocks;
-	struct dlc_pool_job pool_job = { run_ahead, drop_ahead, job };
-
-	/* A block the cache holds is read from the local disk, which serves
-	 * a few streams faster than many; others wait on the source. */
-	if (dlc_pool_submit(blocks->cache && dlc_cache_block_contains(blocks->cache, job->reader->ino,
-								      job->flight->index)
-			    ? blocks->local : blocks->pool, &pool_job) < 0)
-		drop_ahead(job);
 }
 
 /*
@@ -797,10 +355,10 @@ static void submit_ahead(struct ahead_job *job)
 static bool fly_ahead(struct dlc_block_reader *reader, uint32_t index)
 {
 	bool skip;
-	struct ahead_job *job = list_ahead(reader, index, &skip);
+	struct ahead_job *job = dlc_flights_list_ahead(reader, index, false, &skip);
 
 	if (job)
-		submit_ahead(job);
+		dlc_flights_submit_ahead(job);
 	return job || skip;
 }
 
@@ -824,10 +382,19 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 		reader->window = 0;
 		reader->ahead_until = 0;
 		reader->next_index = last + 1;
-		reader_unlock(reader);
+		dlc_flights_reader_unlock(reader);
 		if (had_window)
-			drop_staged(reader);
+			dlc_flights_drop_staged(reader);
 		return;
+	}
+	/* An announced file's stream goes on ahead of its sequential reader
+	 * (reader->shard is set at open and cleared at close, when no read
+	 * runs: the pointer needs no lock, the entry does). */
+	if (reader->shard) {
+		pthread_mutex_lock(&blocks->lock);
+		if (reader->shard->next_index < last + 1)
+			reader->shard->next_index = last + 1;
+		dlc_flights_unlock(blocks);
 	}
 	if (last + 1 > reader->next_index) {
 		reader->advances += last + 1 - reader->next_index;
@@ -844,7 +411,7 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 		to = reader->nblocks;
 	if (from < to)
 		reader->ahead_until = to;
-	reader_unlock(reader);
+	dlc_flights_reader_unlock(reader);
 
 	for (uint32_t i = from; i < to; i++) {
 		if (!fly_ahead(reader, i)) {
@@ -852,13 +419,14 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 			pthread_mutex_lock(&reader->lock);
 			if (reader->ahead_until > i)
 				reader->ahead_until = i;
-			reader_unlock(reader);
+			dlc_flights_reader_unlock(reader);
 			break;
 		}
 	}
 }
 
-static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index);
+static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index,
+				    struct block_flight **offer);
 static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob);
 static struct dlc_blob *hold_locked(struct dlc_block_reader *reader, uint32_t index,
 				    struct dlc_blob *blob);
@@ -884,7 +452,8 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 		/* Readahead landed for this block: take it (it was read and
 		 * checked once already; reading its cache file again would
 		 * read it twice). */
-		struct dlc_blob *blob = take_landed(reader, index);
+		struct block_flight *offer;
+		struct dlc_blob *blob = take_landed(reader, index, &offer);
 
 		if (blob) {
 			/* Held before the lock goes: a concurrent read of the same
@@ -893,8 +462,10 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 			 * read it from the source again. */
 			memcpy(dst, blob->data + off, len);
 			blob = hold_locked(reader, index, blob);
-			reader_unlock(reader);
+			dlc_flights_reader_unlock(reader);
 			dlc_blob_put(blob);
+			if (offer)
+				dlc_flights_offer_later(blocks, offer);
 			return true;
 		}
 	}
@@ -933,7 +504,7 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 			}
 		}
 	}
-	reader_unlock(reader);
+	dlc_flights_reader_unlock(reader);
 	return served;
 }
 
@@ -958,7 +529,7 @@ static void hold(struct dlc_block_reader *reader, uint32_t index, struct dlc_blo
 {
 	pthread_mutex_lock(&reader->lock);
 	blob = hold_locked(reader, index, blob);
-	reader_unlock(reader);
+	dlc_flights_reader_unlock(reader);
 	dlc_blob_put(blob);
 }
 
@@ -966,24 +537,23 @@ int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_re
 {
 	const struct dlc_node *node = dlc_snapshot_node(blocks->snapshot, ino);
 	struct dlc_block_reader *reader;
+	struct shard *gone;
 
 	*out = NULL;
 	if (!node)
 		return -ENOENT;
-	reader = calloc(1, sizeof(*reader));
+	reader = dlc_flights_reader_new(blocks, ino, node->size);
 	if (!reader)
 		return -ENOMEM;
-	atomic_init(&reader->refs, 1);
-	reader->blocks = blocks;
-	reader->ino = ino;
-	reader->size = node->size;
-	reader->nblocks = (uint32_t)((node->size + blocks->block_size - 1) / blocks->block_size);
-	reader->fd = -1;
-	pthread_mutex_init(&reader->lock, NULL);
 	if (blocks->cache) {
 		dlc_cache_consume(blocks->cache, ino);
 		dlc_cache_hit(blocks->cache, ino);      /* a no-op unless cached */
 	}
+	pthread_mutex_lock(&blocks->lock);
+	gone = dlc_shards_claim(blocks, reader);
+	dlc_flights_unlock(blocks);
+	dlc_shards_release(gone);
+	dlc_shards_pump_if_due(blocks);
 	*out = reader;
 	return 0;
 }
@@ -1011,28 +581,28 @@ static bool read_head(struct dlc_block_reader *reader, uint32_t index, char *dst
 
 	/* Not the file's end: a block read there also finds a file that
 	 * changed size on the source, and must. */
-	if (atomic_exchange(&reader->read_once, true) || n >= block_len(reader, index) ||
+	if (atomic_exchange(&reader->read_once, true) || n >= dlc_blocks_block_len(reader, index) ||
 	    pos + n >= reader->size ||
 	    (blocks->cache && dlc_cache_block_contains(blocks->cache, reader->ino, index)))
 		return false;
 	/* The block's flight is listed first, so that other readers of the
 	 * block wait for it rather than make head reads of their own. */
-	job = list_ahead(reader, index, &skip);
+	job = dlc_flights_list_ahead(reader, index, false, &skip);
 	if (!job)
 		return false;
 	pthread_mutex_lock(&reader->lock);
-	rc = source_handle(reader, &handle);
-	reader_unlock(reader);
+	rc = dlc_flights_source_handle(reader, &handle);
+	dlc_flights_reader_unlock(reader);
 	/* The source logged and counted a failure, and counts the bytes. */
 	if (rc == 0)
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
 	if (got != (ssize_t)n) {
 		/* The caller reads the block itself (and finds a changed file
 		 * once, not twice); readers waiting here join that read. */
-		drop_ahead(job);
+		dlc_flights_drop_ahead(job);
 		return false;
 	}
-	submit_ahead(job);
+	dlc_flights_submit_ahead(job);
 	dlc_stats_add(blocks->stats, DLC_STAT_HEAD_READS, 1);
 	return true;
 }
@@ -1054,7 +624,7 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 	for (pos = off; pos < end;) {
 		uint32_t index = (uint32_t)(pos / blocks->block_size);
 		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
-		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
+		uint64_t block_end = (uint64_t)index * blocks->block_size + dlc_blocks_block_len(reader, index);
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
 		struct dlc_blob *blob;
 		int rc;
@@ -1073,25 +643,30 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		}
 		pos += n;
 	}
+	/* Blocks taken from an announced file's stream made room for more. */
+	dlc_shards_pump_if_due(blocks);
 	return (ssize_t)(end - off);
 }
 
-/* A landed flight of block index, taken without waiting; NULL if none. */
-static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index)
+/* A landed flight of block index, taken without waiting; NULL if none.
+ * *offer as join's. */
+static struct dlc_blob *take_landed(struct dlc_block_reader *reader, uint32_t index,
+				    struct block_flight **offer)
 {
 	struct dlc_blocks *blocks = reader->blocks;
 	struct dlc_blob *blob = NULL;
 	struct block_flight *f;
 
+	*offer = NULL;
 	pthread_mutex_lock(&blocks->lock);
-	f = find_flight(blocks, reader->ino, index);
+	f = dlc_flights_find(blocks, reader->ino, index);
 	if (f && f->landed && f->rc == 0 && f->blob) {
 		blob = dlc_blob_get(f->blob);
 		f->refs++;
-		take(blocks, f, reader);        /* the reader holds it now */
-		put_flight(f);
+		*offer = dlc_flights_take(blocks, f, reader) ? f : NULL;    /* the reader holds it now */
+		dlc_flights_put(f);
 	}
-	flights_unlock(blocks);
+	dlc_flights_unlock(blocks);
 	return blob;
 }
 
@@ -1110,7 +685,7 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 	for (pos = off; pos < end;) {
 		uint32_t index = (uint32_t)(pos / blocks->block_size);
 		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
-		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
+		uint64_t block_end = (uint64_t)index * blocks->block_size + dlc_blocks_block_len(reader, index);
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
 
 		/* serve_local takes a landed readahead too. */
@@ -1119,87 +694,27 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 		pos += n;
 	}
 	*count = (ssize_t)(end - off);
+	dlc_shards_pump_if_due(blocks);
 	return true;
 }
 
 void dlc_blocks_close(struct dlc_block_reader *reader)
 {
+	struct dlc_blocks *blocks;
+	struct shard *gone = NULL;
+
 	if (!reader)
 		return;
-	drop_staged(reader);
-	reader_put(reader);
-}
-
-/* Listed flights: marked so, one per block, held by the list and, until it
- * lands or while its offer runs, by the flier; an owner only on readahead;
- * landed, only with its bytes, and once settled only staged for a reader.
- * (A blob is read only once landed: readahead sets it unlocked.) */
-static int verify_flights(const struct dlc_blocks *blocks)
-{
-	for (const struct block_flight *f = blocks->flights, *g; f; f = f->next) {
-		if (!f->listed || f->blocks != blocks || f->refs == 0 || (f->owner && !f->ahead) ||
-		    ((!f->landed || f->settling) && f->refs < 2) || (!f->landed && f->settling))
-			return -EUCLEAN;
-		if (f->landed && (f->rc != 0 || !f->blob || f->blob->size > blocks->block_size ||
-				  (!f->settling && !(f->ahead && f->owner))))
-			return -EUCLEAN;
-		for (g = f->next; g; g = g->next)
-			if (g->ino == f->ino && g->index == f->index)
-				return -EUCLEAN;
+	blocks = reader->blocks;
+	dlc_flights_drop_staged(reader);
+	if (reader->shard) {
+		/* The last reader of an announced file is done with it: what
+		 * its stream still stages is not wanted. */
+		pthread_mutex_lock(&blocks->lock);
+		gone = dlc_shards_unclaim(blocks, reader);
+		dlc_flights_unlock(blocks);
+		dlc_shards_release(gone);
 	}
-	return 0;
-}
-
-/* A reader's blocks in memory: in the slots in use, of the file, each its
- * block's length; its fd's block, next_index, ahead_until, window in range. */
-static int verify_reader(const struct dlc_block_reader *reader)
-{
-	const struct dlc_blocks *blocks = reader->blocks;
-
-	for (unsigned i = 0; i < HELD_MAX; i++)
-		if (reader->held[i] && (i >= blocks->held_blocks ||
-					reader->held_index[i] >= reader->nblocks ||
-					reader->held[i]->size != block_len(reader, reader->held_index[i])))
-			return -EUCLEAN;
-	return (reader->fd >= 0 && reader->fd_index >= reader->nblocks) ||
-	       reader->next_index > reader->nblocks || reader->ahead_until > reader->nblocks ||
-	       reader->window > blocks->readahead_blocks ? -EUCLEAN : 0;
-}
-
-static void flights_unlock(struct dlc_blocks *blocks)
-{
-	DLC_VERIFY(verify_flights(blocks));
-	pthread_mutex_unlock(&blocks->lock);
-}
-
-static void flights_wait(struct dlc_blocks *blocks)
-{
-	DLC_VERIFY(verify_flights(blocks));
-	pthread_cond_wait(&blocks->landed, &blocks->lock);
-}
-
-static void reader_unlock(struct dlc_block_reader *reader)
-{
-	DLC_VERIFY(verify_reader(reader));
-	pthread_mutex_unlock(&reader->lock);
-}
-
-int dlc_blocks_verify(struct dlc_blocks *blocks)
-{
-	int rc;
-
-	pthread_mutex_lock(&blocks->lock);
-	rc = verify_flights(blocks);
-	pthread_mutex_unlock(&blocks->lock);
-	return rc;
-}
-
-int dlc_blocks_reader_verify(struct dlc_block_reader *reader)
-{
-	int rc;
-
-	pthread_mutex_lock(&reader->lock);
-	rc = verify_reader(reader);
-	pthread_mutex_unlock(&reader->lock);
-	return rc;
+	dlc_flights_reader_put(reader);
+	dlc_shards_pump_if_due(blocks);
 }

@@ -34,6 +34,9 @@
  * cache plans with the same order: each announced file is told to it
  * (dlc_cache_announce), each open of a reader moves it on
  * (dlc_cache_consume), and a prefetch is offered to it as said above.
+ * An announced file larger than max_file (a shard) is told to the cache
+ * too, but streamed by blocks.c in its own announced order
+ * (dlc_blocks_announce), not through the plan and workers here.
  *
  * Announced hits are read ahead (warm_list.h; DESIGN.md says why): a plan
  * entry the cache holds goes on the warm list, and a worker advises the
@@ -959,11 +962,21 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 {
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
 	bool queued = false;
+	unsigned window;
 
-	if (!node || !S_ISREG(node->mode) || node->size > fetch->max_file)
+	if (!node || !S_ISREG(node->mode))
 		return false;
 	/* Outside fetch->lock: the cache's lock never nests inside it. */
 	(void)dlc_cache_announce(fetch->cache, ino);
+	if (node->size > fetch->max_file) {
+		/* A shard: streamed by blocks (blocks.c, "Announced shards"). */
+		if (!fetch->blocks)
+			dlc_fetch_set_blocks(fetch, DLC_DEFAULT_BLOCK_SIZE, DLC_DEFAULT_READAHEAD_MAX, 0);
+		pthread_mutex_lock(&fetch->lock);
+		window = fetch->window;
+		pthread_mutex_unlock(&fetch->lock);
+		return fetch->blocks && dlc_blocks_announce(fetch->blocks, ino, window);
+	}
 	pthread_mutex_lock(&fetch->lock);
 	if (!fetch->announced) {
 		fetch->announced = calloc((size_t)dlc_snapshot_count(fetch->snapshot) + 1,
@@ -1044,6 +1057,7 @@ void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino)
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
 
 	/* As a block reader's open does (dlc_blocks_open), and a hit's counts. */
+	dlc_blocks_opened_whole(fetch->blocks, ino);
 	dlc_cache_consume(fetch->cache, ino);
 	dlc_cache_hit(fetch->cache, ino);
 	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);

@@ -4,8 +4,9 @@
  * hold blocks, and dlc_blocks_verify and dlc_blocks_reader_verify catch
  * each state the INVARIANTS rule out when it is made on purpose.
  *
- * White box: blocks.c keeps its structs to itself, so this suite compiles
- * it in (its symbols take the place of the library's).  The source is an
+ * White box: the flights (read/flights.c, with the state blocks.c shares
+ * in blocks_private.h) keep their checks to themselves, so this suite
+ * compiles flights.c in (its symbols take the place of the library's).  The source is an
  * in-memory file; a reader is made by hand, as dlc_blocks_open makes one,
  * without a snapshot.
  */
@@ -17,7 +18,7 @@
 #include "dlcache/blob.h"
 #include "dlcache/stats.h"
 
-#include "../../src/read/blocks.c"
+#include "../../src/read/flights.c"
 
 #define BLOCK 4096u
 #define FILE_BYTES (5 * BLOCK + 1000)   /* six blocks, the last short */

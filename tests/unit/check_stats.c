@@ -41,6 +41,8 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"unbuffered_reads",
 	"ioctls",
 	"warmed",
+	"shard_prefetches",
+	"shard_prefetch_hits",
 };
 
 static struct dlc_stats stats;
@@ -299,7 +301,8 @@ START_TEST(test_every_key_once_per_object)
 			  "chunk_reads", "chunk_admissions", "chunk_hits", "control_lines",
 			  "control_errors", "interrupted", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
-			  "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls", "warmed", "hit_ratio",
+			  "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls", "warmed",
+			  "shard_prefetches", "shard_prefetch_hits", "hit_ratio",
 			  "last_error", "epoch",
 			  "scored_samples",
 			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
@@ -316,7 +319,7 @@ START_TEST(test_every_key_once_per_object)
 				"control_lines", "control_errors", "interrupted", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
 				"readaheads", "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls",
-				"warmed" } },
+				"warmed", "shard_prefetches", "shard_prefetch_hits" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

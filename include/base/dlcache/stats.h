@@ -67,6 +67,8 @@ enum dlc_stat {
 	DLC_STAT_IOCTLS,               /* ioctl(2) calls on files of the mount, each a round trip
 					* (Python's open() asks every file whether it is a tty) */
 	DLC_STAT_WARMED,               /* announced hits whose cache files were read ahead */
+	DLC_STAT_SHARD_PREFETCHES,     /* blocks of announced large files (shards) fetched ahead */
+	DLC_STAT_SHARD_PREFETCH_HITS,  /* of those, blocks handed to a reader (landed or in flight) */
 	DLC_STAT_COUNT,
 };
 

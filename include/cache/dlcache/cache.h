@@ -238,4 +238,16 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
 			   const void *data, uint64_t size);
 
+/*
+ * The same, for a block fetched ahead of its read (an announced shard's,
+ * blocks.h), only while the cache has free room: a file not admitted yet is
+ * admitted only if its whole footprint fits without evicting anything (a
+ * file admitted already takes its block, its room charged).  Returns
+ * whether the offer was made (the block cached, or refused as
+ * dlc_cache_block_offer refuses); false when there was no room and nothing
+ * was done: the caller offers the block again when it is read.
+ */
+bool dlc_cache_block_offer_if_room(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+				   const void *data, uint64_t size);
+
 #endif

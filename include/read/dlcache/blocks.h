@@ -11,7 +11,9 @@
  * gets a readahead window of blocks fetched ahead of it, doubling up to
  * readahead_max; a random reader fetches only the blocks it reads.  Every
  * buffer comes from the memory budget; readahead only takes what is free
- * below half of it and never waits.
+ * below half of it and never waits.  Files announced with `prefetch`
+ * (dlc_blocks_announce) are streamed ahead in announced order before any
+ * reader opens them, under the same rules.
  *
  * blocks.c never opens the source itself: a block's bytes come from a
  * dlc_block_source (fetch.c's "block" kind), a tree's file by path or a
@@ -102,8 +104,27 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 
 void dlc_blocks_close(struct dlc_block_reader *reader);
 
-/* The invariants of blocks.c: of its flights, and of one reader's state.
- * 0, or -EUCLEAN when one is broken (verify.h). */
+/*
+ * Announces that regular file ino (read by blocks) will be read after the
+ * files announced before it: a `prefetch PATH` line on a shard.  The
+ * mount's shard stream flies its blocks ahead of any reader, in announced
+ * order, holding at most readahead_max bytes not yet taken by a reader (in
+ * flight or landed), each block's buffer taken with a try below the
+ * budget's readahead ceiling, never waited for; landed blocks go into the
+ * cache while it has free room.  A reader that opens ino takes its blocks
+ * (single flight: one in flight is joined).  window: prefetch_window, the
+ * announced files an entry nobody opened may lie behind the furthest one
+ * opened before it is dropped.  False when not queued (readahead_max=0,
+ * a file not in the snapshot or empty, 1 M entries waiting, or stopping).
+ */
+bool dlc_blocks_announce(struct dlc_blocks *blocks, uint32_t ino, unsigned window);
+
+/* ino was opened whole from its cached blocks (no reader): its first
+ * announced entry, if any and not claimed, is done with.  NULL: a no-op. */
+void dlc_blocks_opened_whole(struct dlc_blocks *blocks, uint32_t ino);
+
+/* The invariants of the blocks' flights (flights.c), and of one reader's
+ * state.  0, or -EUCLEAN when one is broken (verify.h). */
 int dlc_blocks_verify(struct dlc_blocks *blocks);
 int dlc_blocks_reader_verify(struct dlc_block_reader *reader);
 

@@ -12,7 +12,8 @@
  *
  * Prefetch requests (from .control) announce the reader's order; worker
  * threads fetch a bounded window ahead of it, through the same flights, so a
- * reader arriving during a prefetch shares it (see fetch.c).
+ * reader arriving during a prefetch shares it (see fetch.c).  Announced
+ * files larger than max_file are streamed ahead by blocks (blocks.h).
  */
 #ifndef DLCACHE_FETCH_H
 #define DLCACHE_FETCH_H
@@ -34,7 +35,7 @@
 struct dlc_fetch; /* opaque */
 
 /* NULL on ENOMEM.  The arguments must outlive the fetcher; files larger than
- * max_file are never prefetched.  A packed snapshot's files are read out of
+ * max_file are read by blocks.  A packed snapshot's files are read out of
  * its chunks (chunks.h). */
 struct dlc_fetch *dlc_fetch_create(struct dlc_backend *backend, const struct dlc_snapshot *snapshot,
 				   struct dlc_cache *cache, struct dlc_stats *stats, uint64_t max_file);
@@ -97,9 +98,11 @@ int dlc_fetch_start(struct dlc_fetch *fetch, unsigned workers, unsigned window);
  * Announces that the reader will open regular file ino next after the files
  * announced before it: a worker fetches it (through admission, like a miss;
  * skipped if it is cached by then) when it is within the window ahead of the
- * reader, and holds its bytes until the reader opens it or passes it.
- * Returns false when it was not queued (not a cacheable file, no workers, or
- * 64 M announcements already waiting).
+ * reader, and holds its bytes until the reader opens it or passes it.  A
+ * file larger than max_file goes to the blocks' shard stream instead
+ * (dlc_blocks_announce, which the window of dlc_fetch_start bounds as
+ * well).  Returns false when it was not queued (not a regular file, no
+ * workers, 64 M announcements already waiting, or the stream refused it).
  */
 bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino);
 

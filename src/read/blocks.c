@@ -40,6 +40,13 @@
  * (the budget's old deadlock: every reader keeping its blocks and waiting
  * for one more); a reader is slowed when memory is short, never stopped.
  *
+ * Time (deadline.h).  A read is answered within source_timeout of its
+ * arrival: its waits for flights end at its request's deadline (the flight
+ * goes on for the others), its source calls end by it, so a failed
+ * readahead or head read is read again only with the time the request has
+ * left, and a reader whose read the source left unanswered until its
+ * deadline fails its next source reads at once for FAILED_HOLD_NS.
+ *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's
  * fields.  At most one flight per (inode, block) is listed; a flight is
  * referenced by the list while listed and by each waiter; the last
@@ -63,6 +70,7 @@
 #include <unistd.h>
 
 #include "dlcache/blocks.h"
+#include "dlcache/deadline.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
@@ -109,6 +117,17 @@ struct dlc_blocks {
  * arrive out of order by, up to HELD_MAX (blocks->held_blocks). */
 #define HELD_MAX 16
 
+/*
+ * A reader's read that failed at its deadline (the source did not answer in
+ * time) fails the reader's next reads that must wait on the source at once
+ * for this long, rather than wait source_timeout again: the kernel answers a
+ * failed readahead by reading the page once more, at once, in a request of
+ * its own, so one read(2) of a stalled source waited twice (10 s with a 5 s
+ * timeout).  A source error that came at once is not held: a retry costs
+ * no wait.
+ */
+#define FAILED_HOLD_NS 1000000000ULL
+
 struct dlc_block_reader {
 	_Atomic unsigned refs;
 	struct dlc_blocks *blocks;
@@ -128,6 +147,8 @@ struct dlc_block_reader {
 	uint32_t window;                /* lock: readahead window in blocks, 0 = none */
 	uint32_t ahead_until;           /* lock: blocks below are flown or cached */
 	_Atomic bool read_once;         /* a read has come: the next has no head read */
+	_Atomic uint64_t failed_ns;     /* when a read of it last failed at its deadline
+					 * (CLOCK_MONOTONIC; 0: never): see FAILED_HOLD_NS */
 };
 
 static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
@@ -195,7 +216,7 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 	if (budget && 2 * readahead_max < blocks->ahead_limit)
 		blocks->ahead_limit = 2 * readahead_max;
 	pthread_mutex_init(&blocks->lock, NULL);
-	pthread_cond_init(&blocks->landed, NULL);
+	dlc_deadline_cond_init(&blocks->landed);
 	if (cache)
 		dlc_cache_set_block_size(cache, block_size);
 	return blocks;
@@ -323,19 +344,40 @@ static void unlist(struct dlc_blocks *blocks, struct block_flight *f)
 	put_flight(f);
 }
 
-/* The reader's source handle, opened on first use; reader->lock held. */
+/*
+ * The reader's source handle, opened on first use.  The open is made
+ * without reader->lock: a source that hangs would hold every read of the
+ * reader behind it (the FUSE threads' too, in serve_local) past their
+ * deadlines.  Two first uses at once may both open; the later one's handle
+ * is closed.
+ */
 static int source_handle(struct dlc_block_reader *reader, void **out)
 {
 	struct dlc_blocks *blocks = reader->blocks;
+	void *handle = NULL, *extra = NULL;
+	int rc;
 
-	if (!reader->opened) {
-		int rc = blocks->source.open(blocks->source.ctx, reader->ino, &reader->handle);
-
-		if (rc < 0)
-			return rc;
+	pthread_mutex_lock(&reader->lock);
+	if (reader->opened) {
+		*out = reader->handle;
+		pthread_mutex_unlock(&reader->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&reader->lock);
+	rc = blocks->source.open(blocks->source.ctx, reader->ino, &handle);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&reader->lock);
+	if (reader->opened) {
+		extra = handle;
+	} else {
+		reader->handle = handle;
 		reader->opened = true;
 	}
 	*out = reader->handle;
+	pthread_mutex_unlock(&reader->lock);
+	if (extra && blocks->source.close)
+		blocks->source.close(blocks->source.ctx, extra);
 	return 0;
 }
 
@@ -370,9 +412,7 @@ static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t 
 	char past;
 	int rc;
 
-	pthread_mutex_lock(&reader->lock);
 	rc = source_handle(reader, &handle);
-	pthread_mutex_unlock(&reader->lock);
 	if (rc < 0)
 		return rc;
 	/* The source logged and counted a failure, and counts the bytes. */
@@ -412,9 +452,7 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 		dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_CACHE, len);
 		return 0;
 	}
-	pthread_mutex_lock(&reader->lock);
 	rc = source_handle(reader, &handle);
-	pthread_mutex_unlock(&reader->lock);
 	if (rc < 0)
 		return rc;
 	/*
@@ -505,16 +543,27 @@ static void offer_later(struct dlc_blocks *blocks, struct block_flight *f)
 
 /*
  * Waits for listed flight f to land and takes its bytes for the reader: its
- * rc, and when 0 one blob reference in *out.  Lock held.
+ * rc, and when 0 one blob reference in *out; -ETIMEDOUT when the request's
+ * deadline (deadline.h) comes first: the flight goes on for its other
+ * readers (and, readahead, stays staged for this one).  Lock held.
  */
 static int join(struct dlc_blocks *blocks, struct block_flight *f,
 		const struct dlc_block_reader *reader, struct dlc_blob **out)
 {
+	uint64_t deadline = dlc_deadline_get();
+	struct timespec until = dlc_deadline_timespec(deadline);
 	int rc;
 
 	f->refs++;
-	while (!f->landed)
-		pthread_cond_wait(&blocks->landed, &blocks->lock);
+	while (!f->landed) {
+		if (!deadline) {
+			pthread_cond_wait(&blocks->landed, &blocks->lock);
+		} else if (pthread_cond_timedwait(&blocks->landed, &blocks->lock, &until) == ETIMEDOUT &&
+			   !f->landed) {
+			put_flight(f);
+			return -ETIMEDOUT;
+		}
+	}
 	rc = f->rc;
 	if (rc == 0 && f->blob)
 		*out = dlc_blob_get(f->blob);
@@ -577,8 +626,11 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			rc = join(blocks, f, reader, out);
 			/* A readahead that failed (no room, the source) must not
 			 * fail the reader: it reads the block itself, after one
-			 * more look (another reader may have taken over). */
-			if (!(ahead && rc < 0) || joined_ahead) {
+			 * more look (another reader may have taken over), while
+			 * the request has time: its calls end by its deadline
+			 * (deadline.h), and one that timed out has none left. */
+			if (!(ahead && rc < 0) || joined_ahead || rc == -ETIMEDOUT ||
+			    dlc_deadline_passed()) {
 				pthread_mutex_unlock(&blocks->lock);
 				dlc_blob_put(blob);
 				return rc;
@@ -1012,9 +1064,7 @@ static bool read_head(struct dlc_block_reader *reader, uint32_t index, char *dst
 	job = list_ahead(reader, index, &skip);
 	if (!job)
 		return false;
-	pthread_mutex_lock(&reader->lock);
 	rc = source_handle(reader, &handle);
-	pthread_mutex_unlock(&reader->lock);
 	/* The source logged and counted a failure, and counts the bytes. */
 	if (rc == 0)
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
@@ -1048,20 +1098,37 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
 		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
-		struct dlc_blob *blob;
+		struct dlc_blob *blob = NULL;
+		uint64_t failed;
 		int rc;
 
-		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n) &&
-		    !read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
-			rc = get_block(reader, index, &blob);
-			if (rc == 0 && !blob)
-				rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
-			if (rc < 0)
-				return rc == -ENOMEM ? -ENOMEM : -EIO;
-			if (blob) {
-				memcpy((char *)buf + (pos - off), blob->data + in_block, n);
-				hold(reader, index, blob);
-			}
+		if (serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			pos += n;
+			continue;
+		}
+		/* The source did not answer this reader a moment ago
+		 * (FAILED_HOLD_NS), or an earlier block used up the request's
+		 * time (deadline.h). */
+		failed = atomic_load(&reader->failed_ns);
+		if ((failed && dlc_deadline_now() - failed < FAILED_HOLD_NS) || dlc_deadline_passed())
+			return -EIO;
+		if (read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
+			pos += n;
+			continue;
+		}
+		/* A failed head read may have used up the request's time. */
+		rc = dlc_deadline_passed() ? -ETIMEDOUT : get_block(reader, index, &blob);
+		if (rc == 0 && !blob)
+			rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
+		if (rc < 0) {
+			/* Failed at its deadline: the source does not answer. */
+			if (rc != -ENOMEM && dlc_deadline_passed())
+				atomic_store(&reader->failed_ns, dlc_deadline_now());
+			return rc == -ENOMEM ? -ENOMEM : -EIO;
+		}
+		if (blob) {
+			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
+			hold(reader, index, blob);
 		}
 		pos += n;
 	}

@@ -7,6 +7,8 @@
  * source without holding any lock, offers the bytes to the cache, and only
  * then lands the flight, so that a reader arriving while the bytes are being
  * written to the cache joins the flight instead of starting a second fetch.
+ * A reader that joined waits until its request's deadline at most
+ * (deadline.h); the owner's source calls end by its own.
  *
  * Prefetch.  "prefetch PATH" lines announce the order in which the job will
  * read: each announced file gets the next sequence number and joins a FIFO
@@ -78,6 +80,7 @@
 
 #include "dlcache/blocks.h"
 #include "dlcache/chunks.h"
+#include "dlcache/deadline.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
@@ -234,7 +237,7 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 	fetch->cache = cache;
 	fetch->stats = stats;
 	pthread_mutex_init(&fetch->lock, NULL);
-	pthread_cond_init(&fetch->landed, NULL);
+	dlc_deadline_cond_init(&fetch->landed);
 	return fetch;
 }
 
@@ -592,7 +595,9 @@ land:
 /*
  * Joins the flight for ino, or starts and flies it (ahead: for a prefetch),
  * and waits for it to land.  On success *out (when out is not NULL) holds a
- * reference to the bytes.
+ * reference to the bytes.  A reader that joined waits at most until its
+ * request's deadline (deadline.h), then leaves with -ETIMEDOUT while the
+ * flight goes on for the others; the owner's source calls end by its own.
  */
 static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t stage_seq,
 		  struct dlc_blob **out)
@@ -625,8 +630,19 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 		fly(fetch, flight, size);
 
 	pthread_mutex_lock(&fetch->lock);
-	while (!flight->landed)
-		pthread_cond_wait(&fetch->landed, &fetch->lock);
+	while (!flight->landed) {
+		uint64_t deadline = dlc_deadline_get();
+		struct timespec until = dlc_deadline_timespec(deadline);
+
+		if (!deadline) {
+			pthread_cond_wait(&fetch->landed, &fetch->lock);
+		} else if (pthread_cond_timedwait(&fetch->landed, &fetch->lock, &until) == ETIMEDOUT &&
+			   !flight->landed) {
+			flight_put(fetch, flight);
+			pthread_mutex_unlock(&fetch->lock);
+			return -ETIMEDOUT;
+		}
+	}
 	rc = flight->rc;
 	if (rc == 0 && out)
 		*out = dlc_blob_get(flight->blob);

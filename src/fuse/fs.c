@@ -737,13 +737,14 @@ static void run_source_wait(void *arg)
 	dlc_deadline_set(w->deadline_ns);
 	/* Queued behind source calls until its time was up: no call now. */
 	late = dlc_deadline_passed();
-	if (late)
-		dlc_stats_add(w->fs->context->stats, DLC_STAT_REMOTE_ERRORS, 1);
 	if (!w->open) {
-		if (dlc_pending_wanted(&w->pending) && !late)
+		/* A late read still goes in: bytes already at hand are served,
+		 * and blocks.c fails the rest at once, noting the file as one
+		 * the source does not answer (for the kernel's retry). */
+		if (dlc_pending_wanted(&w->pending))
 			read_from_source(w);
-		else if (dlc_pending_claim(&w->pending))
-			fuse_reply_err(w->pending.req, ETIMEDOUT);
+		else
+			dlc_pending_claim(&w->pending);
 		handle_put(w->fs, w->h);
 	} else {
 		/* A reader that left before its turn costs no fetch. */
@@ -752,6 +753,8 @@ static void run_source_wait(void *arg)
 
 		rc = !dlc_pending_wanted(&w->pending) ? -EINTR : late ? -ETIMEDOUT
 			: open_from_source(w->fs, w->ino, w->h, &seq, &later);
+		if (rc == -ETIMEDOUT && late)
+			dlc_stats_add(w->fs->context->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		if (dlc_pending_claim(&w->pending))
 			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, seq, rc);
 		else

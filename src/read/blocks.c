@@ -44,8 +44,9 @@
  * arrival: its waits for flights end at its request's deadline (the flight
  * goes on for the others), its source calls end by it, so a failed
  * readahead or head read is read again only with the time the request has
- * left, and a reader whose read the source left unanswered until its
- * deadline fails its next source reads at once for FAILED_HOLD_NS.
+ * left, and a file whose read failed for time fails its next source reads
+ * at once for FAILED_HOLD_NS.  Source timeouts stay -ETIMEDOUT up to
+ * here (a flight's too), so that its joiners know it; the reply is -EIO.
  *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's
  * fields.  At most one flight per (inode, block) is listed; a flight is
@@ -91,6 +92,26 @@ struct block_flight {
 	struct block_flight *next;
 };
 
+/*
+ * A read of a file that failed for time (a source call or a flight it
+ * joined timed out, or its deadline passed before it could start) fails
+ * the next reads of that file that must wait on the source at once for
+ * FAILED_HOLD_NS, rather than wait source_timeout again: the kernel answers
+ * a failed read by reading the page once more, at once, in a request of
+ * its own, through whichever open file of the inode waited for the page
+ * (another reader's too), so one read(2) of a stalled source waited twice
+ * (8-10 s with a 5 s timeout in tests/bench/soak.sh).  A source error that
+ * came at once is not held: a retry costs no wait.  The last FAILED_FILES
+ * such files are kept (blocks->failed).
+ */
+#define FAILED_HOLD_NS 1000000000ULL
+#define FAILED_FILES 64
+
+struct failed_file {
+	uint32_t ino;
+	uint64_t at_ns;                 /* CLOCK_MONOTONIC; 0: a free slot */
+};
+
 struct dlc_blocks {
 	struct dlc_block_source source;
 	const struct dlc_snapshot *snapshot;
@@ -110,23 +131,14 @@ struct dlc_blocks {
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when a flight lands */
 	struct block_flight *flights;   /* guarded by lock */
+	struct failed_file failed[FAILED_FILES];        /* lock: see FAILED_HOLD_NS */
+	unsigned failed_next;           /* lock: the slot to reuse next */
 };
 
 /* Blocks a reader keeps in memory: three (parallel readers of one file, and
  * the kernel's async reads), and as many more as the kernel's requests may
  * arrive out of order by, up to HELD_MAX (blocks->held_blocks). */
 #define HELD_MAX 16
-
-/*
- * A reader's read that failed at its deadline (the source did not answer in
- * time) fails the reader's next reads that must wait on the source at once
- * for this long, rather than wait source_timeout again: the kernel answers a
- * failed readahead by reading the page once more, at once, in a request of
- * its own, so one read(2) of a stalled source waited twice (10 s with a 5 s
- * timeout).  A source error that came at once is not held: a retry costs
- * no wait.
- */
-#define FAILED_HOLD_NS 1000000000ULL
 
 struct dlc_block_reader {
 	_Atomic unsigned refs;
@@ -147,8 +159,6 @@ struct dlc_block_reader {
 	uint32_t window;                /* lock: readahead window in blocks, 0 = none */
 	uint32_t ahead_until;           /* lock: blocks below are flown or cached */
 	_Atomic bool read_once;         /* a read has come: the next has no head read */
-	_Atomic uint64_t failed_ns;     /* when a read of it last failed at its deadline
-					 * (CLOCK_MONOTONIC; 0: never): see FAILED_HOLD_NS */
 };
 
 static uint64_t block_len(const struct dlc_block_reader *reader, uint32_t index)
@@ -278,6 +288,36 @@ static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, uint6
 	}
 	blob->budget = budget;
 	return blob;
+}
+
+/* Notes that a read of ino failed for time now (FAILED_HOLD_NS). */
+static void note_failed(struct dlc_blocks *blocks, uint32_t ino)
+{
+	uint64_t now = dlc_deadline_now();
+	unsigned slot = FAILED_FILES;
+
+	pthread_mutex_lock(&blocks->lock);
+	for (unsigned i = 0; i < FAILED_FILES; i++)
+		if (blocks->failed[i].at_ns && blocks->failed[i].ino == ino)
+			slot = i;
+	if (slot == FAILED_FILES)
+		slot = blocks->failed_next++ % FAILED_FILES;
+	blocks->failed[slot] = (struct failed_file) { ino, now };
+	pthread_mutex_unlock(&blocks->lock);
+}
+
+/* Whether a read of ino failed for time less than FAILED_HOLD_NS ago. */
+static bool failed_lately(struct dlc_blocks *blocks, uint32_t ino)
+{
+	uint64_t now = dlc_deadline_now();
+	bool failed = false;
+
+	pthread_mutex_lock(&blocks->lock);
+	for (unsigned i = 0; i < FAILED_FILES && !failed; i++)
+		failed = blocks->failed[i].at_ns && blocks->failed[i].ino == ino &&
+			 now - blocks->failed[i].at_ns < FAILED_HOLD_NS;
+	pthread_mutex_unlock(&blocks->lock);
+	return failed;
 }
 
 /* Lock held. */
@@ -418,13 +458,13 @@ static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t 
 	/* The source logged and counted a failure, and counts the bytes. */
 	got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
 	if (got < 0)
-		return -EIO;
+		return got == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	if ((uint64_t)got != n)
 		return changed_size(reader);
 	if (pos + n == reader->size) {
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, &past, 1, pos + n);
 		if (got < 0)
-			return -EIO;
+			return got == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 		if (got > 0)
 			return changed_size(reader);
 	}
@@ -465,7 +505,7 @@ static int load_block(struct dlc_block_reader *reader, uint32_t index, struct dl
 				index + 1 == reader->nblocks ? len + 1 : len,
 				(uint64_t)index * blocks->block_size);
 	if (n < 0)
-		return -EIO;
+		return n == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	/* Drivers return short reads only at the end of the file. */
 	if ((uint64_t)n != len)
 		return changed_size(reader);
@@ -1099,19 +1139,21 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		uint64_t block_end = (uint64_t)index * blocks->block_size + block_len(reader, index);
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
 		struct dlc_blob *blob = NULL;
-		uint64_t failed;
 		int rc;
 
 		if (serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
 			pos += n;
 			continue;
 		}
-		/* The source did not answer this reader a moment ago
+		/* The source did not answer a read of this file a moment ago
 		 * (FAILED_HOLD_NS), or an earlier block used up the request's
 		 * time (deadline.h). */
-		failed = atomic_load(&reader->failed_ns);
-		if ((failed && dlc_deadline_now() - failed < FAILED_HOLD_NS) || dlc_deadline_passed())
+		if (failed_lately(blocks, reader->ino))
 			return -EIO;
+		if (dlc_deadline_passed()) {
+			note_failed(blocks, reader->ino);
+			return -EIO;
+		}
 		if (read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
 			pos += n;
 			continue;
@@ -1121,9 +1163,10 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		if (rc == 0 && !blob)
 			rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
 		if (rc < 0) {
-			/* Failed at its deadline: the source does not answer. */
-			if (rc != -ENOMEM && dlc_deadline_passed())
-				atomic_store(&reader->failed_ns, dlc_deadline_now());
+			/* The source did not answer in time (this request's,
+			 * or the flight's it joined): it does not answer. */
+			if (rc == -ETIMEDOUT || (rc != -ENOMEM && dlc_deadline_passed()))
+				note_failed(blocks, reader->ino);
 			return rc == -ENOMEM ? -ENOMEM : -EIO;
 		}
 		if (blob) {

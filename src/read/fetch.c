@@ -385,7 +385,7 @@ static int tree_block_open(void *ctx, uint32_t ino, void **handle)
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		dlc_log(DLC_LOG_WARNING, "cannot open %s on the source: %s", path, strerror(-rc));
 		dlc_stats_set_error(fetch->stats, "a read from the source failed");
-		return -EIO;
+		return rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;     /* blocks.c tells them apart */
 	}
 	*handle = file;
 	return 0;
@@ -402,7 +402,7 @@ static ssize_t tree_block_read(void *ctx, uint32_t ino, void *handle, void *buf,
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		dlc_log(DLC_LOG_WARNING, "read from the source failed: %s", strerror((int)-n));
 		dlc_stats_set_error(fetch->stats, "a read from the source failed");
-		return -EIO;
+		return n == -ETIMEDOUT ? -ETIMEDOUT : -EIO;     /* blocks.c tells them apart */
 	}
 	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_REMOTE, (uint64_t)n);
 	return n;

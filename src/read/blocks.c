@@ -45,8 +45,8 @@
  * goes on for the others), its source calls end by it, so a failed
  * readahead or head read is read again only with the time the request has
  * left, and a file whose read failed for time fails its next source reads
- * at once for FAILED_HOLD_NS.  Source timeouts stay -ETIMEDOUT up to
- * here (a flight's too), so that its joiners know it; the reply is -EIO.
+ * at once for a second (failed_files.h).  Source timeouts stay -ETIMEDOUT
+ * up to here (a flight's too); the reply is -EIO.
  *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's
  * fields.  At most one flight per (inode, block) is listed; a flight is
@@ -75,6 +75,7 @@
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
+#include "failed_files.h"
 
 struct block_flight {
 	uint32_t ino;
@@ -90,26 +91,6 @@ struct block_flight {
 	struct dlc_block_reader *owner; /* ahead: the reader it is staged for, or NULL */
 	struct dlc_blocks *blocks;
 	struct block_flight *next;
-};
-
-/*
- * A read of a file that failed for time (a source call or a flight it
- * joined timed out, or its deadline passed before it could start) fails
- * the next reads of that file that must wait on the source at once for
- * FAILED_HOLD_NS, rather than wait source_timeout again: the kernel answers
- * a failed read by reading the page once more, at once, in a request of
- * its own, through whichever open file of the inode waited for the page
- * (another reader's too), so one read(2) of a stalled source waited twice
- * (8-10 s with a 5 s timeout in tests/bench/soak.sh).  A source error that
- * came at once is not held: a retry costs no wait.  The last FAILED_FILES
- * such files are kept (blocks->failed).
- */
-#define FAILED_HOLD_NS 1000000000ULL
-#define FAILED_FILES 64
-
-struct failed_file {
-	uint32_t ino;
-	uint64_t at_ns;                 /* CLOCK_MONOTONIC; 0: a free slot */
 };
 
 struct dlc_blocks {
@@ -131,8 +112,7 @@ struct dlc_blocks {
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when a flight lands */
 	struct block_flight *flights;   /* guarded by lock */
-	struct failed_file failed[FAILED_FILES];        /* lock: see FAILED_HOLD_NS */
-	unsigned failed_next;           /* lock: the slot to reuse next */
+	struct dlc_failed_files failed; /* files the source did not answer lately */
 };
 
 /* Blocks a reader keeps in memory: three (parallel readers of one file, and
@@ -227,6 +207,7 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 		blocks->ahead_limit = 2 * readahead_max;
 	pthread_mutex_init(&blocks->lock, NULL);
 	dlc_deadline_cond_init(&blocks->landed);
+	dlc_failed_files_init(&blocks->failed);
 	if (cache)
 		dlc_cache_set_block_size(cache, block_size);
 	return blocks;
@@ -269,6 +250,7 @@ void dlc_blocks_free(struct dlc_blocks *blocks)
 	dlc_blob_spares_close(blocks->spares);
 	pthread_cond_destroy(&blocks->landed);
 	pthread_mutex_destroy(&blocks->lock);
+	dlc_failed_files_destroy(&blocks->failed);
 	free(blocks);
 }
 
@@ -288,36 +270,6 @@ static struct dlc_blob *blob_new(struct dlc_blocks *blocks, uint64_t size, uint6
 	}
 	blob->budget = budget;
 	return blob;
-}
-
-/* Notes that a read of ino failed for time now (FAILED_HOLD_NS). */
-static void note_failed(struct dlc_blocks *blocks, uint32_t ino)
-{
-	uint64_t now = dlc_deadline_now();
-	unsigned slot = FAILED_FILES;
-
-	pthread_mutex_lock(&blocks->lock);
-	for (unsigned i = 0; i < FAILED_FILES; i++)
-		if (blocks->failed[i].at_ns && blocks->failed[i].ino == ino)
-			slot = i;
-	if (slot == FAILED_FILES)
-		slot = blocks->failed_next++ % FAILED_FILES;
-	blocks->failed[slot] = (struct failed_file) { ino, now };
-	pthread_mutex_unlock(&blocks->lock);
-}
-
-/* Whether a read of ino failed for time less than FAILED_HOLD_NS ago. */
-static bool failed_lately(struct dlc_blocks *blocks, uint32_t ino)
-{
-	uint64_t now = dlc_deadline_now();
-	bool failed = false;
-
-	pthread_mutex_lock(&blocks->lock);
-	for (unsigned i = 0; i < FAILED_FILES && !failed; i++)
-		failed = blocks->failed[i].at_ns && blocks->failed[i].ino == ino &&
-			 now - blocks->failed[i].at_ns < FAILED_HOLD_NS;
-	pthread_mutex_unlock(&blocks->lock);
-	return failed;
 }
 
 /* Lock held. */
@@ -384,13 +336,9 @@ static void unlist(struct dlc_blocks *blocks, struct block_flight *f)
 	put_flight(f);
 }
 
-/*
- * The reader's source handle, opened on first use.  The open is made
- * without reader->lock: a source that hangs would hold every read of the
- * reader behind it (the FUSE threads' too, in serve_local) past their
- * deadlines.  Two first uses at once may both open; the later one's handle
- * is closed.
- */
+/* The reader's source handle, opened on first use, outside reader->lock (a
+ * hung open would hold the reader's every read past its deadline); of two
+ * first uses at once, the later one's handle is closed. */
 static int source_handle(struct dlc_block_reader *reader, void **out)
 {
 	struct dlc_blocks *blocks = reader->blocks;
@@ -667,8 +615,7 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			/* A readahead that failed (no room, the source) must not
 			 * fail the reader: it reads the block itself, after one
 			 * more look (another reader may have taken over), while
-			 * the request has time: its calls end by its deadline
-			 * (deadline.h), and one that timed out has none left. */
+			 * the request has time (its calls end by its deadline). */
 			if (!(ahead && rc < 0) || joined_ahead || rc == -ETIMEDOUT ||
 			    dlc_deadline_passed()) {
 				pthread_mutex_unlock(&blocks->lock);
@@ -1146,27 +1093,25 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 			continue;
 		}
 		/* The source did not answer a read of this file a moment ago
-		 * (FAILED_HOLD_NS), or an earlier block used up the request's
-		 * time (deadline.h). */
-		if (failed_lately(blocks, reader->ino))
+		 * (failed_files.h), or an earlier block used up the request's
+		 * time. */
+		if (dlc_failed_files_recent(&blocks->failed, reader->ino))
 			return -EIO;
 		if (dlc_deadline_passed()) {
-			note_failed(blocks, reader->ino);
+			dlc_failed_files_note(&blocks->failed, reader->ino);
 			return -EIO;
 		}
 		if (read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
 			pos += n;
 			continue;
 		}
-		/* A failed head read may have used up the request's time. */
 		rc = dlc_deadline_passed() ? -ETIMEDOUT : get_block(reader, index, &blob);
 		if (rc == 0 && !blob)
 			rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
 		if (rc < 0) {
-			/* The source did not answer in time (this request's,
-			 * or the flight's it joined): it does not answer. */
+			/* Failed for time (this request's, or a flight's). */
 			if (rc == -ETIMEDOUT || (rc != -ENOMEM && dlc_deadline_passed()))
-				note_failed(blocks, reader->ino);
+				dlc_failed_files_note(&blocks->failed, reader->ino);
 			return rc == -ENOMEM ? -ENOMEM : -EIO;
 		}
 		if (blob) {

@@ -450,6 +450,8 @@ static int cmd_mount(int argc, char **argv)
 		.policy = dlc_policy_name(opts.policy),
 		.cache_max_file = opts.cache_max_file,
 		.source_threads = opts.source_threads,
+		.source_timeout_ns = opts.backend.timeout_ns ? opts.backend.timeout_ns
+						   : DLC_BACKEND_DEFAULT_TIMEOUT_NS,
 		.max_background = 64,
 		.passthrough = opts.passthrough,
 		.io_uring = opts.io_uring,

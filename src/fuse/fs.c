@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "dlcache/control.h"
+#include "dlcache/deadline.h"
 #include "dlcache/fs.h"
 #include "dlcache/log.h"
 #include "dlcache/kernel_readahead.h"
@@ -688,10 +689,13 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
  * An open or a read that waits on the source, handed to the source pool so
  * that the FUSE threads stay free.  Its reader may leave (pending.h): the
  * work still runs if it had started, for whoever else waits on the same
- * flight, and its answer is dropped.
+ * flight, and its answer is dropped.  It is answered within source_timeout
+ * of its arrival (deadline.h): its pool thread serves it under that
+ * deadline, and one that waited in the queue past it fails at once.
  */
 struct source_wait {
 	struct dlc_pending pending;
+	uint64_t deadline_ns;           /* arrival + source_timeout; 0: none */
 	struct fs *fs;
 	struct handle *h;               /* one reference (an open: the only one) */
 	fuse_ino_t ino;
@@ -700,6 +704,14 @@ struct source_wait {
 	size_t size;                    /* a read */
 	off_t off;
 };
+
+/* The deadline of a request arriving now (deadline.h). */
+static uint64_t deadline_of(const struct fs *fs)
+{
+	uint64_t timeout = fs->context->source_timeout_ns;
+
+	return timeout ? dlc_deadline_now() + timeout : 0;
+}
 
 static void read_from_source(struct source_wait *w)
 {
@@ -726,9 +738,16 @@ static void read_from_source(struct source_wait *w)
 static void run_source_wait(void *arg)
 {
 	struct source_wait *w = arg;
+	bool late;
 	int rc;
 
+	dlc_deadline_set(w->deadline_ns);
+	/* Queued behind source calls until its time was up: no call now. */
+	late = dlc_deadline_passed();
 	if (!w->open) {
+		/* A late read still goes in: bytes already at hand are served,
+		 * and blocks.c fails the rest at once, noting the file as one
+		 * the source does not answer (for the kernel's retry). */
 		if (dlc_pending_wanted(&w->pending))
 			read_from_source(w);
 		else
@@ -739,14 +758,18 @@ static void run_source_wait(void *arg)
 		uint32_t seq = 0;
 		struct dlc_blob *later = NULL;  /* a prefetch hit's bytes, to the cache after the reply */
 
-		rc = dlc_pending_wanted(&w->pending) ? open_from_source(w->fs, w->ino, w->h, &seq, &later)
-						     : -EINTR;
+		rc = !dlc_pending_wanted(&w->pending) ? -EINTR : late ? -ETIMEDOUT
+			: open_from_source(w->fs, w->ino, w->h, &seq, &later);
+		if (rc == -ETIMEDOUT && late)
+			dlc_stats_add(w->fs->context->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		if (dlc_pending_claim(&w->pending))
 			finish_open(w->pending.req, w->fs, &w->fi, w->ino, false, w->h, seq, rc);
 		else
 			free_handle(w->fs, w->h);
+		dlc_deadline_set(0);
 		dlc_fetch_offer_later(w->fs->context->fetch, (uint32_t)w->ino, later);
 	}
+	dlc_deadline_set(0);
 	free(w);
 }
 
@@ -842,7 +865,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		finish_open(req, fs, fi, ino, false, h, 0, -ENOMEM);
 		return;
 	}
-	*w = (struct source_wait) { .fs = fs, .h = h, .ino = ino, .open = true, .fi = *fi };
+	*w = (struct source_wait) { .deadline_ns = deadline_of(fs), .fs = fs, .h = h, .ino = ino,
+				    .open = true, .fi = *fi };
 	wait_for_source(req, w);
 }
 
@@ -934,7 +958,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		atomic_fetch_add(&h->refs, 1);
-		*w = (struct source_wait) { .fs = fs_of(req), .h = h, .ino = ino, .size = size, .off = off };
+		*w = (struct source_wait) { .deadline_ns = deadline_of(fs_of(req)), .fs = fs_of(req), .h = h,
+					    .ino = ino, .size = size, .off = off };
 		wait_for_source(req, w);
 		return;
 	}

@@ -47,6 +47,14 @@
  * (the budget's old deadlock: every reader keeping its blocks and waiting
  * for one more); a reader is slowed when memory is short, never stopped.
  *
+ * Time (deadline.h).  A read is answered within source_timeout of its
+ * arrival: its waits for flights end at its request's deadline (the flight
+ * goes on for the others; flights.c), its source calls end by it, so a
+ * failed readahead or head read is read again only with the time the
+ * request has left, and a file whose read failed for time fails its next
+ * source reads at once for a second (failed_files.h).  Source timeouts stay
+ * -ETIMEDOUT up to here (a flight's too); the reply is -EIO.
+ *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's
  * fields.  At most one flight per (inode, block) is listed; a flight is
  * referenced by the list while listed and by each waiter; the last
@@ -78,6 +86,7 @@
 #include <unistd.h>
 
 #include "dlcache/blocks.h"
+#include "dlcache/deadline.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
 #include "blocks_private.h"
@@ -142,7 +151,8 @@ struct dlc_blocks *dlc_blocks_create(const struct dlc_block_source *source,
 	if (budget && 2 * readahead_max < blocks->ahead_limit)
 		blocks->ahead_limit = 2 * readahead_max;
 	pthread_mutex_init(&blocks->lock, NULL);
-	pthread_cond_init(&blocks->landed, NULL);
+	dlc_deadline_cond_init(&blocks->landed);
+	dlc_failed_files_init(&blocks->failed);
 	if (cache)
 		dlc_cache_set_block_size(cache, block_size);
 	return blocks;
@@ -196,6 +206,7 @@ void dlc_blocks_free(struct dlc_blocks *blocks)
 	dlc_blob_spares_close(blocks->spares);
 	pthread_cond_destroy(&blocks->landed);
 	pthread_mutex_destroy(&blocks->lock);
+	dlc_failed_files_destroy(&blocks->failed);
 	free(blocks);
 }
 
@@ -215,21 +226,19 @@ static int read_unbuffered(struct dlc_block_reader *reader, char *dst, uint64_t 
 	char past;
 	int rc;
 
-	pthread_mutex_lock(&reader->lock);
 	rc = dlc_flights_source_handle(reader, &handle);
-	dlc_flights_reader_unlock(reader);
 	if (rc < 0)
 		return rc;
 	/* The source logged and counted a failure, and counts the bytes. */
 	got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
 	if (got < 0)
-		return -EIO;
+		return got == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	if ((uint64_t)got != n)
 		return dlc_flights_changed_size(reader);
 	if (pos + n == reader->size) {
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, &past, 1, pos + n);
 		if (got < 0)
-			return -EIO;
+			return got == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 		if (got > 0)
 			return dlc_flights_changed_size(reader);
 	}
@@ -292,8 +301,10 @@ static int get_block(struct dlc_block_reader *reader, uint32_t index, struct dlc
 			rc = dlc_flights_join(blocks, f, reader, out, &offer);
 			/* A readahead that failed (no room, the source) must not
 			 * fail the reader: it reads the block itself, after one
-			 * more look (another reader may have taken over). */
-			if (!(ahead && rc < 0) || joined_ahead) {
+			 * more look (another reader may have taken over), while
+			 * the request has time (its calls end by its deadline). */
+			if (!(ahead && rc < 0) || joined_ahead || rc == -ETIMEDOUT ||
+			    dlc_deadline_passed()) {
 				dlc_flights_unlock(blocks);
 				if (offer)
 					dlc_flights_offer_later(blocks, offer);
@@ -590,9 +601,7 @@ static bool read_head(struct dlc_block_reader *reader, uint32_t index, char *dst
 	job = dlc_flights_list_ahead(reader, index, false, &skip);
 	if (!job)
 		return false;
-	pthread_mutex_lock(&reader->lock);
 	rc = dlc_flights_source_handle(reader, &handle);
-	dlc_flights_reader_unlock(reader);
 	/* The source logged and counted a failure, and counts the bytes. */
 	if (rc == 0)
 		got = blocks->source.read(blocks->source.ctx, reader->ino, handle, dst, n, pos);
@@ -626,20 +635,38 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 		uint64_t in_block = pos - (uint64_t)index * blocks->block_size;
 		uint64_t block_end = (uint64_t)index * blocks->block_size + dlc_blocks_block_len(reader, index);
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
-		struct dlc_blob *blob;
+		struct dlc_blob *blob = NULL;
 		int rc;
 
-		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n) &&
-		    !read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
-			rc = get_block(reader, index, &blob);
-			if (rc == 0 && !blob)
-				rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
-			if (rc < 0)
-				return rc == -ENOMEM ? -ENOMEM : -EIO;
-			if (blob) {
-				memcpy((char *)buf + (pos - off), blob->data + in_block, n);
-				hold(reader, index, blob);
-			}
+		if (serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			pos += n;
+			continue;
+		}
+		/* The source did not answer a read of this file a moment ago
+		 * (failed_files.h), or an earlier block used up the request's
+		 * time. */
+		if (dlc_failed_files_recent(&blocks->failed, reader->ino))
+			return -EIO;
+		if (dlc_deadline_passed()) {
+			dlc_failed_files_note(&blocks->failed, reader->ino);
+			return -EIO;
+		}
+		if (read_head(reader, index, (char *)buf + (pos - off), pos, n)) {
+			pos += n;
+			continue;
+		}
+		rc = dlc_deadline_passed() ? -ETIMEDOUT : get_block(reader, index, &blob);
+		if (rc == 0 && !blob)
+			rc = read_unbuffered(reader, (char *)buf + (pos - off), pos, n);
+		if (rc < 0) {
+			/* Failed for time (this request's, or a flight's). */
+			if (rc == -ETIMEDOUT || (rc != -ENOMEM && dlc_deadline_passed()))
+				dlc_failed_files_note(&blocks->failed, reader->ino);
+			return rc == -ENOMEM ? -ENOMEM : -EIO;
+		}
+		if (blob) {
+			memcpy((char *)buf + (pos - off), blob->data + in_block, n);
+			hold(reader, index, blob);
 		}
 		pos += n;
 	}

@@ -17,6 +17,7 @@
 #include "dlcache/blob.h"
 #include "dlcache/blocks.h"
 #include "dlcache/pool.h"
+#include "failed_files.h"
 
 struct block_flight {
 	uint32_t ino;
@@ -75,6 +76,7 @@ struct dlc_blocks {
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when a flight lands */
 	struct block_flight *flights;   /* guarded by lock */
+	struct dlc_failed_files failed; /* files the source did not answer lately */
 	/* Announced shards, all guarded by lock. */
 	struct shard *shards;           /* the plan, in announced order */
 	struct shard **shards_tail;
@@ -104,6 +106,8 @@ struct dlc_block_reader {
 	uint32_t nblocks;
 	pthread_mutex_t lock;
 	bool opened;                    /* lock: source.open called (on the first source read) */
+	bool opening;                   /* lock: a thread is in source.open, unlocked */
+	pthread_cond_t open_done;       /* broadcast when opening ends */
 	void *handle;                   /* lock: what it gave */
 	struct dlc_blob *held[HELD_MAX];        /* lock: blocks in memory, newest first;
 						 * the first blocks->held_blocks used */
@@ -174,11 +178,11 @@ struct dlc_block_reader *dlc_flights_reader_new(struct dlc_blocks *blocks, uint3
 void dlc_flights_reader_put(struct dlc_block_reader *reader);
 /* Forgets the reader's staged blocks; no lock held. */
 void dlc_flights_drop_staged(struct dlc_block_reader *reader);
-/* The reader's source handle; reader->lock held. */
+/* The reader's source handle, opened on first use; no lock held. */
 int dlc_flights_source_handle(struct dlc_block_reader *reader, void **out);
 /* Logs and counts a file changed on the source; -EIO. */
 int dlc_flights_changed_size(struct dlc_block_reader *reader);
-/* Block index into blob, from the cache or the source; 0 or -EIO. */
+/* Block index into blob, from the cache or the source; 0, -ETIMEDOUT or -EIO. */
 int dlc_flights_load_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob,
 			   bool *from_source);
 

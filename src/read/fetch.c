@@ -7,6 +7,8 @@
  * source without holding any lock, offers the bytes to the cache, and only
  * then lands the flight, so that a reader arriving while the bytes are being
  * written to the cache joins the flight instead of starting a second fetch.
+ * A reader that joined waits until its request's deadline at most
+ * (deadline.h); the owner's source calls end by its own.
  *
  * Prefetch.  "prefetch PATH" lines announce the order in which the job will
  * read: each announced file gets the next sequence number and joins a FIFO
@@ -69,7 +71,7 @@
  * A flight is referenced by its owner and by each waiter (refs); the last
  * one to drop it frees it.  At most one flight per inode is in the list.
  * Verify builds check these at every release of fetch->lock (verify.h:
- * unlock, wait_on; verify_locked, at the end of this file, says what).
+ * unlock, wait_on; dlc_fetch_verify_locked, fetch_verify.c, says what).
  */
 #include <assert.h>
 #include <errno.h>
@@ -83,33 +85,14 @@
 
 #include "dlcache/blocks.h"
 #include "dlcache/chunks.h"
+#include "dlcache/deadline.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
 #include "dlcache/store.h"
 #include "dlcache/tier.h"
 #include "dlcache/verify.h"
+#include "fetch_private.h"
 #include "warm_list.h"
-
-struct flight {
-	uint32_t ino;
-	unsigned refs;
-	bool landed;
-	bool ahead;                     /* flown by a prefetch worker, ahead of the reader */
-	uint64_t stage_seq;             /* ahead: the announced position it is fetched for */
-	int rc;
-	struct dlc_blob *blob;          /* one reference held by the flight once landed */
-	struct flight *next;
-};
-
-/* A prefetched file held for the reader. */
-struct staged {
-	uint32_t ino;
-	uint64_t seq;
-	struct dlc_blob *blob;
-	uint64_t staged_ns;             /* CLOCK_MONOTONIC when it was staged */
-	bool offered;                   /* offered to the cache as it landed (free room,
-					 * or by a chunk read): not again at its read */
-};
 
 /*
  * A staged file passed by the furthest reader is kept this long for a
@@ -128,60 +111,8 @@ struct staged {
 #define WARM_BATCH_PART 8u
 #define WARM_MAX (1u << 20)
 
-/* How a mount reads its source: see "The source" below. */
-struct source_ops {
-	/* Regular file ino (blob->size bytes per the snapshot) into blob;
-	 * *offered when it is in the cache already.  0, -EIO, -ENOMEM. */
-	int (*read_whole)(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *blob,
-			  bool *offered);
-	/* Bytes of ino read a moment ago and held in memory, copied into buf;
-	 * NULL: the kind holds nothing. */
-	bool (*take_held)(struct dlc_fetch *fetch, uint32_t ino, void *buf, uint64_t size);
-	struct dlc_block_source block;  /* ctx: the fetcher */
-};
-
 static const struct source_ops tree_source, packed_source;
 
-struct dlc_fetch {
-	struct dlc_backend *backend;
-	const struct dlc_snapshot *snapshot;
-	struct dlc_cache *cache;
-	struct dlc_stats *stats;
-	uint64_t max_file;
-	const struct source_ops *source;        /* tree_source or packed_source */
-	struct dlc_chunks *chunks;      /* packed sources only; NULL for a tree */
-	struct dlc_blocks *blocks;      /* files larger than max_file; made once
-					 * (dlc_fetch_set_blocks), under lock */
-	struct dlc_tier *tier;          /* the cluster tier, or NULL; set before serving */
-	struct dlc_budget *budget;      /* file buffers' bound, or NULL; set before serving */
-	pthread_mutex_t lock;
-	pthread_cond_t landed;          /* broadcast when any flight lands */
-	struct flight *flights;         /* guarded by lock */
-	pthread_cond_t queued;          /* broadcast when the plan gains work, the window
-					 * gains room, or stopping */
-	uint32_t *plan;                 /* guarded by lock: announced inodes, a ring */
-	size_t plan_size;               /* guarded by lock: slots in plan */
-	size_t plan_head;               /* guarded by lock: next to take */
-	size_t plan_count;              /* guarded by lock */
-	uint64_t plan_head_seq;         /* guarded by lock: sequence number at plan_head */
-	uint64_t next_seq;              /* guarded by lock: of the next announced file */
-	uint64_t *announced;            /* guarded by lock: per inode, its latest sequence
-					 * number, 0 = never or already opened; NULL until
-					 * the first prefetch */
-	_Atomic bool planning;          /* announced != NULL: readers must report opens */
-	uint64_t reader_seq;            /* guarded by lock: the furthest announced file opened */
-	struct staged *staged;          /* guarded by lock: window entries, window of them */
-	unsigned nstaged;               /* guarded by lock */
-	unsigned staged_slots;          /* entries staged has room for: window + workers,
-					 * fixed at start */
-	uint64_t staged_bytes;          /* guarded by lock */
-	unsigned active;                /* guarded by lock: workers fetching */
-	unsigned window;
-	struct dlc_warm_list warm;      /* guarded by lock: announced hits to read ahead */
-	bool stopping;                  /* guarded by lock */
-	pthread_t *workers;
-	unsigned nworkers;
-};
 
 static void unlock(struct dlc_fetch *fetch);
 static void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond);
@@ -245,7 +176,7 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 	fetch->cache = cache;
 	fetch->stats = stats;
 	pthread_mutex_init(&fetch->lock, NULL);
-	pthread_cond_init(&fetch->landed, NULL);
+	dlc_deadline_cond_init(&fetch->landed);
 	return fetch;
 }
 
@@ -393,7 +324,7 @@ static int tree_block_open(void *ctx, uint32_t ino, void **handle)
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		dlc_log(DLC_LOG_WARNING, "cannot open %s on the source: %s", path, strerror(-rc));
 		dlc_stats_set_error(fetch->stats, "a read from the source failed");
-		return -EIO;
+		return rc == -ETIMEDOUT ? -ETIMEDOUT : -EIO;     /* blocks.c tells them apart */
 	}
 	*handle = file;
 	return 0;
@@ -410,7 +341,7 @@ static ssize_t tree_block_read(void *ctx, uint32_t ino, void *handle, void *buf,
 		dlc_stats_add(fetch->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		dlc_log(DLC_LOG_WARNING, "read from the source failed: %s", strerror((int)-n));
 		dlc_stats_set_error(fetch->stats, "a read from the source failed");
-		return -EIO;
+		return n == -ETIMEDOUT ? -ETIMEDOUT : -EIO;     /* blocks.c tells them apart */
 	}
 	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_REMOTE, (uint64_t)n);
 	return n;
@@ -603,7 +534,9 @@ land:
 /*
  * Joins the flight for ino, or starts and flies it (ahead: for a prefetch),
  * and waits for it to land.  On success *out (when out is not NULL) holds a
- * reference to the bytes.
+ * reference to the bytes.  A reader that joined waits at most until its
+ * request's deadline (deadline.h), then leaves with -ETIMEDOUT while the
+ * flight goes on for the others; the owner's source calls end by its own.
  */
 static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t stage_seq,
 		  struct dlc_blob **out)
@@ -636,8 +569,22 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 		fly(fetch, flight, size);
 
 	pthread_mutex_lock(&fetch->lock);
-	while (!flight->landed)
-		wait_on(fetch, &fetch->landed);
+	while (!flight->landed) {
+		uint64_t deadline = dlc_deadline_get();
+		struct timespec until = dlc_deadline_timespec(deadline);
+
+		if (!deadline) {
+			wait_on(fetch, &fetch->landed);
+			continue;
+		}
+		DLC_VERIFY(dlc_fetch_verify_locked(fetch));
+		if (pthread_cond_timedwait(&fetch->landed, &fetch->lock, &until) == ETIMEDOUT &&
+		    !flight->landed) {
+			flight_put(fetch, flight);
+			unlock(fetch);
+			return -ETIMEDOUT;
+		}
+	}
 	rc = flight->rc;
 	if (rc == 0 && out)
 		*out = dlc_blob_get(flight->blob);
@@ -1105,64 +1052,15 @@ void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *re
  * their sum; the readers' position; nothing planned or staged without the
  * announced table, nor planned once stopping; the warm list in its slots.
  */
-static int verify_locked(const struct dlc_fetch *fetch)
-{
-	const struct dlc_warm_list *warm = &fetch->warm;
-	uint64_t bytes = 0;
-
-	for (const struct flight *f = fetch->flights, *g; f; f = f->next) {
-		if (f->landed || f->refs == 0 || f->ahead != (f->stage_seq != 0) ||
-		    f->stage_seq > fetch->next_seq)
-			return -EUCLEAN;
-		for (g = f->next; g; g = g->next)
-			if (g->ino == f->ino)
-				return -EUCLEAN;
-	}
-	if (fetch->plan_count > fetch->plan_size || (fetch->plan_size == 0) != (fetch->plan == NULL) ||
-	    (fetch->plan_size > 0 && fetch->plan_head >= fetch->plan_size) ||
-	    (fetch->plan_count > 0 && (!fetch->announced || fetch->stopping ||
-				       fetch->plan_head_seq + fetch->plan_count != fetch->next_seq + 1)))
-		return -EUCLEAN;
-	for (size_t i = 0; i < fetch->plan_count; i++) {
-		uint64_t seq = fetch->announced[fetch->plan[(fetch->plan_head + i) % fetch->plan_size]];
-
-		if (seq != 0 && (seq < fetch->plan_head_seq + i || seq > fetch->next_seq))
-			return -EUCLEAN;
-	}
-	if (fetch->nstaged > fetch->staged_slots || (fetch->nstaged > 0 && !fetch->announced))
-		return -EUCLEAN;
-	for (unsigned i = 0; i < fetch->nstaged; i++) {
-		const struct staged *st = &fetch->staged[i];
-
-		if (!st->blob || st->seq == 0 || st->seq > fetch->next_seq)
-			return -EUCLEAN;
-		bytes += st->blob->size;
-	}
-	return bytes != fetch->staged_bytes || fetch->window == 0 ||
-	       fetch->reader_seq > fetch->next_seq ||
-	       atomic_load_explicit(&fetch->planning, memory_order_relaxed) != (fetch->announced != NULL) ||
-	       warm->count + warm->kept > warm->size || (warm->size > 0 && warm->head >= warm->size)
-	       ? -EUCLEAN : 0;
-}
-
 static void unlock(struct dlc_fetch *fetch)
 {
-	DLC_VERIFY(verify_locked(fetch));
+	DLC_VERIFY(dlc_fetch_verify_locked(fetch));
 	pthread_mutex_unlock(&fetch->lock);
 }
 
 static void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond)
 {
-	DLC_VERIFY(verify_locked(fetch));
+	DLC_VERIFY(dlc_fetch_verify_locked(fetch));
 	pthread_cond_wait(cond, &fetch->lock);
 }
 
-int dlc_fetch_verify(struct dlc_fetch *fetch)
-{
-	int rc;
-
-	pthread_mutex_lock(&fetch->lock);
-	rc = verify_locked(fetch);
-	pthread_mutex_unlock(&fetch->lock);
-	return rc;
-}

@@ -22,10 +22,14 @@
 #include <unistd.h>
 
 #include "dlcache/blocks.h"
+#include "dlcache/deadline.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
 #include "dlcache/verify.h"
 #include "blocks_private.h"
+
+static int verify_flights(const struct dlc_blocks *blocks);
+static int verify_reader(const struct dlc_block_reader *reader);
 
 /* A blob for a block, kept memory (budget.h): taken only if the budget's use
  * stays at or below ceiling, never waited for; NULL when there is no room. */
@@ -143,20 +147,53 @@ void dlc_flights_unlist(struct dlc_blocks *blocks, struct block_flight *f)
 	dlc_flights_put(f);
 }
 
-/* The reader's source handle, opened on first use; reader->lock held. */
+/*
+ * The reader's source handle, opened on first use, outside reader->lock (a
+ * hung open would hold the reader's every read past its deadline).  One
+ * thread opens; the others (readahead jobs, a second read) wait for it, up
+ * to their request's deadline (deadline.h), so the source sees one open per
+ * reader.  No lock held.  0, -ETIMEDOUT, or the open's -errno.
+ */
 int dlc_flights_source_handle(struct dlc_block_reader *reader, void **out)
 {
 	struct dlc_blocks *blocks = reader->blocks;
+	uint64_t deadline = dlc_deadline_get();
+	struct timespec until = dlc_deadline_timespec(deadline);
+	void *handle = NULL;
+	int rc;
 
-	if (!reader->opened) {
-		int rc = blocks->source.open(blocks->source.ctx, reader->ino, &reader->handle);
-
-		if (rc < 0)
-			return rc;
-		reader->opened = true;
+	pthread_mutex_lock(&reader->lock);
+	while (reader->opening) {
+		if (!deadline) {
+			DLC_VERIFY(verify_reader(reader));
+			pthread_cond_wait(&reader->open_done, &reader->lock);
+		} else {
+			DLC_VERIFY(verify_reader(reader));
+			if (pthread_cond_timedwait(&reader->open_done, &reader->lock, &until) == ETIMEDOUT &&
+			    reader->opening) {
+				dlc_flights_reader_unlock(reader);
+				return -ETIMEDOUT;
+			}
+		}
 	}
-	*out = reader->handle;
-	return 0;
+	if (reader->opened) {
+		*out = reader->handle;
+		dlc_flights_reader_unlock(reader);
+		return 0;
+	}
+	reader->opening = true;
+	dlc_flights_reader_unlock(reader);
+	rc = blocks->source.open(blocks->source.ctx, reader->ino, &handle);
+	pthread_mutex_lock(&reader->lock);
+	reader->opening = false;
+	if (rc == 0) {
+		reader->handle = handle;
+		reader->opened = true;
+		*out = handle;
+	}
+	pthread_cond_broadcast(&reader->open_done);
+	dlc_flights_reader_unlock(reader);
+	return rc;
 }
 
 /* The reader's file is not the snapshot's size on the source: logs and
@@ -177,7 +214,8 @@ int dlc_flights_changed_size(struct dlc_block_reader *reader)
 /*
  * Loads block index of the reader's file into blob (its exact length): from
  * the cache if it holds a good copy, else from the source in one read,
- * offered to the cache.  0 or -EIO.
+ * offered to the cache.  0, -ETIMEDOUT (the source did not answer in time)
+ * or -EIO.
  */
 int dlc_flights_load_block(struct dlc_block_reader *reader, uint32_t index, struct dlc_blob *blob,
 			   bool *from_source)
@@ -194,9 +232,7 @@ int dlc_flights_load_block(struct dlc_block_reader *reader, uint32_t index, stru
 		dlc_stats_add(blocks->stats, DLC_STAT_BYTES_FROM_CACHE, len);
 		return 0;
 	}
-	pthread_mutex_lock(&reader->lock);
 	rc = dlc_flights_source_handle(reader, &handle);
-	dlc_flights_reader_unlock(reader);
 	if (rc < 0)
 		return rc;
 	/*
@@ -209,7 +245,7 @@ int dlc_flights_load_block(struct dlc_block_reader *reader, uint32_t index, stru
 				index + 1 == reader->nblocks ? len + 1 : len,
 				(uint64_t)index * blocks->block_size);
 	if (n < 0)
-		return -EIO;
+		return n == -ETIMEDOUT ? -ETIMEDOUT : -EIO;
 	/* Drivers return short reads only at the end of the file. */
 	if ((uint64_t)n != len)
 		return dlc_flights_changed_size(reader);
@@ -289,17 +325,32 @@ void dlc_flights_offer_later(struct dlc_blocks *blocks, struct block_flight *f)
  * Waits for listed flight f to land and takes its bytes for the reader: its
  * rc, and when 0 one blob reference in *out.  *offer is f when the caller
  * must hand it to dlc_flights_offer_later once the lock is dropped (take), else NULL.
- * Lock held.
+ * -ETIMEDOUT when the request's deadline (deadline.h) comes first: the
+ * flight goes on for its other readers (and, readahead, stays staged for
+ * this one).  Lock held.
  */
 int dlc_flights_join(struct dlc_blocks *blocks, struct block_flight *f,
 		     const struct dlc_block_reader *reader, struct dlc_blob **out,
 		     struct block_flight **offer)
 {
+	uint64_t deadline = dlc_deadline_get();
+	struct timespec until = dlc_deadline_timespec(deadline);
 	int rc;
 
+	*offer = NULL;
 	f->refs++;
-	while (!f->landed)
-		dlc_flights_wait(blocks);
+	while (!f->landed) {
+		if (!deadline) {
+			dlc_flights_wait(blocks);
+			continue;
+		}
+		DLC_VERIFY(verify_flights(blocks));
+		if (pthread_cond_timedwait(&blocks->landed, &blocks->lock, &until) == ETIMEDOUT &&
+		    !f->landed) {
+			dlc_flights_put(f);
+			return -ETIMEDOUT;
+		}
+	}
 	rc = f->rc;
 	if (rc == 0 && f->blob)
 		*out = dlc_blob_get(f->blob);
@@ -318,6 +369,7 @@ void dlc_flights_reader_put(struct dlc_block_reader *reader)
 		close(reader->fd);
 	if (reader->opened && reader->blocks->source.close)
 		reader->blocks->source.close(reader->blocks->source.ctx, reader->handle);
+	pthread_cond_destroy(&reader->open_done);
 	pthread_mutex_destroy(&reader->lock);
 	free(reader);
 }
@@ -512,6 +564,7 @@ struct dlc_block_reader *dlc_flights_reader_new(struct dlc_blocks *blocks, uint3
 	reader->fd = -1;
 	reader->shard_rewind = UINT32_MAX;
 	pthread_mutex_init(&reader->lock, NULL);
+	dlc_deadline_cond_init(&reader->open_done);
 	return reader;
 }
 

@@ -5,7 +5,10 @@
  * gone, and no signal but SIGKILL ends the wait).
  *
  * The wrapper runs each call on a thread of its own pool and waits for it
- * at most timeout_ns.  When the time is up the caller gets -ETIMEDOUT and
+ * at most timeout_ns, and never past the deadline of the request the
+ * calling thread serves (deadline.h: a request that makes several calls,
+ * or waited before this one, is answered within source_timeout of its
+ * arrival all the same).  When the time is up the caller gets -ETIMEDOUT and
  * leaves; the call is "abandoned": the thread finishes it whenever the
  * kernel lets it, then cleans up what the caller never saw (closes a file
  * that opened late, frees the read's buffer).  Reads land in a buffer owned
@@ -42,6 +45,7 @@
 #include <time.h>
 
 #include "dlcache/backend.h"
+#include "dlcache/deadline.h"
 #include "dlcache/log.h"
 #include "dlcache/pool.h"
 
@@ -233,7 +237,10 @@ static struct call *call_new(struct deadline_backend *db, enum call_kind kind)
 }
 
 /*
- * Runs call on the pool and waits for it until the deadline; returns its
+ * Runs call on the pool and waits for it until timeout_ns from now or the
+ * calling thread's request deadline (deadline.h), whichever comes first (a
+ * call submitted past that deadline is abandoned at once: its thread skips
+ * an open or a read, and still makes a close); returns its
  * result, or -ETIMEDOUT after abandoning it (or the pool's -errno when it
  * could not be queued: then the thread's reference is dropped here).
  * *finished tells whether the call's fields hold its outcome; the caller
@@ -257,13 +264,9 @@ static ssize_t call_wait(struct call *call, bool *finished)
 		*finished = false;
 		return rc;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += (time_t)(db->timeout_ns / 1000000000ULL);
-	deadline.tv_nsec += (long)(db->timeout_ns % 1000000000ULL);
-	if (deadline.tv_nsec >= 1000000000L) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000L;
-	}
+	/* Within the request's deadline too (deadline.h): a request making
+	 * several calls, or queued before this one, is answered in time. */
+	deadline = dlc_deadline_timespec(dlc_deadline_within(db->timeout_ns));
 	pthread_mutex_lock(&call->lock);
 	while (!call->done) {
 		if (pthread_cond_timedwait(&call->finished, &call->lock, &deadline) == ETIMEDOUT &&
@@ -275,7 +278,8 @@ static ssize_t call_wait(struct call *call, bool *finished)
 	*finished = call->done;
 	result = call->done ? call->result : -ETIMEDOUT;
 	pthread_mutex_unlock(&call->lock);
-	if (!*finished) {
+	/* A close left to its thread (the request's time is up) fails nothing. */
+	if (!*finished && call->kind != CALL_CLOSE) {
 		atomic_fetch_add(&db->timeouts, 1);
 		dlc_log(DLC_LOG_WARNING, "the source did not answer within %.0f s; the read fails with a timeout (source_timeout=)",
 			(double)db->timeout_ns / 1e9);

@@ -154,6 +154,65 @@ test_a_hung_directory_source_fails_the_read_after_source_timeout() {
 	sleep 4
 }
 
+# A request is answered within source_timeout of its arrival, whatever it
+# waits for underneath (src/base/deadline.h).  With every source call taking
+# 3 s and source_timeout=2s, each single call must end within 3 s: a read
+# of a large file whose head read timed out used to read its block with a
+# second full-length call, and the kernel read the failed page again at
+# once in a request of its own that waited as long (10 s in all, for a
+# second reader of the file too); with one source thread an open queued
+# behind a hung miss started its own full-length call only when that one
+# gave up (6-8 s).
+test_no_call_waits_past_source_timeout_on_a_hung_source() {
+	ALLOWED_LOG='did not answer within 2 s|cannot (read|open) .* (from|on) the source: Connection timed out|read from the source failed'
+	mkdir -p "$SRC/hung"
+	head -c $((6 << 20)) /dev/urandom >"$SRC/hung/large.bin"
+	for i in 0 1 2 3; do head -c 20000 /dev/urandom >"$SRC/hung/small$i.bin"; done
+	"$DLCACHE" snapshot "$SRC" -o "$WORK/hung.db" >/dev/null
+	start_daemon "snapshot=$WORK/hung.db,cache_max_file=1M,source_threads=1,source_delay=3s,source_timeout=2s"
+	python3 - "$MNT/hung" 3.0 <<'PY' || fail "a call waited longer than source_timeout + 1 s"
+import os, sys, threading, time
+root, limit = sys.argv[1], float(sys.argv[2])
+took = {}
+def timed(name, call):
+    start, result = time.monotonic(), None
+    try:
+        result = call()
+        outcome = "ok"
+    except OSError as e:
+        outcome = os.strerror(e.errno)
+    took[name] = (time.monotonic() - start, outcome)
+    return result
+def read_large(who):
+    path = os.path.join(root, "large.bin")
+    fd = timed("the open of the large file by reader %d" % who, lambda: os.open(path, os.O_RDONLY))
+    try:
+        timed("one read of the large file by reader %d" % who, lambda: os.pread(fd, 65536, 0))
+    finally:
+        os.close(fd)
+def open_small(i):
+    path = os.path.join(root, "small%d.bin" % i)
+    timed("the open of small%d.bin" % i, lambda: os.close(os.open(path, os.O_RDONLY)))
+threads = [threading.Thread(target=read_large, args=(i,)) for i in range(2)] + \
+          [threading.Thread(target=open_small, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+    time.sleep(0.1)
+for t in threads:
+    t.join()
+bad = False
+for name, (seconds, outcome) in sorted(took.items()):
+    print("   %s: %.2f s (%s)" % (name, seconds, outcome))
+    bad |= seconds > limit
+sys.exit(1 if bad else 0)
+PY
+	within 3 "reading .stats" cat "$MNT/.stats"
+	# The abandoned calls end when their 3 s are up; then unmount.
+	sleep 3
+	stop_daemon
+	rm -rf "$SRC/hung"
+}
+
 test_many_large_misses_stay_within_memory_limit() {
 	ALLOWED_LOG='^$'
 	mkdir -p "$SRC/large"

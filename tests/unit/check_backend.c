@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "dlcache/backend.h"
+#include "dlcache/deadline.h"
 #include "dlcache/nfs_source.h"
 
 /* ------------------------------------------------------------------------
@@ -450,6 +451,36 @@ START_TEST(test_deadline_reuses_read_buffers_but_never_an_abandoned_one)
 }
 END_TEST
 
+/*
+ * A request's deadline (deadline.h) bounds the call as well: with a limit of
+ * 10 s a call, a read made 150 ms before its request's deadline leaves at
+ * that deadline, and one made after it leaves at once.
+ */
+START_TEST(test_deadline_ends_a_call_at_the_requests_deadline)
+{
+	struct dlc_backend backend = { .ops = &fake_ops };
+	struct dlc_backend_file *file;
+	size_t len = 4096;
+	char out[4096];
+	double start;
+
+	ck_assert_int_eq(dlc_backend_deadline_wrap(&backend, 10000 * 1000000ull), 0);
+	ck_assert_int_eq(backend.ops->open(backend.priv, "f", &file), 0);
+	dlc_deadline_set(dlc_deadline_now() + 150 * 1000000ull);
+	start = now();
+	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 1), -ETIMEDOUT);
+	ck_assert_double_ge(now() - start, 0.1);
+	ck_assert_double_lt(now() - start, 0.4);
+	start = now();
+	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 1), -ETIMEDOUT);
+	ck_assert_double_lt(now() - start, 0.05);
+	dlc_deadline_set(0);
+	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 0), (ssize_t)len);
+	ck_assert_int_eq(backend.ops->close(backend.priv, file), 0);
+	backend.ops->destroy(backend.priv);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
 	Suite *s = suite_create("backend");
@@ -473,6 +504,7 @@ static Suite *backend_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("deadline");
 	tcase_add_test(tc, test_deadline_reuses_read_buffers_but_never_an_abandoned_one);
+	tcase_add_test(tc, test_deadline_ends_a_call_at_the_requests_deadline);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1248,39 +1248,39 @@ START_TEST(verify_holds_and_catches_broken_states)
 	pthread_mutex_lock(&fetch->lock);
 	ck_assert_uint_eq(fetch->nstaged, 1);
 	ck_assert_uint_eq(fetch->plan_count, 9);
-	ck_assert_int_eq(verify_locked(fetch), 0);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
 	fetch->staged_bytes++;                          /* not the staged files' sum */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->staged_bytes--;
 	fetch->staged_slots = 0;                        /* more staged than slots */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->staged_slots = 2;
 	fetch->plan_head_seq++;                         /* plan numbers off by one */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->plan_head_seq--;
 	head_ino = fetch->plan[fetch->plan_head];
 	fetch->announced[head_ino]--;                   /* announced before its plan entry */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->announced[head_ino]++;
 	fetch->stopping = true;                         /* a plan left after stopping */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->stopping = false;
 	fetch->reader_seq = fetch->next_seq + 1;        /* a reader past every announcement */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->reader_seq = 0;
 	ghost = (struct flight) { .ino = ino_of(15), .refs = 0, .next = fetch->flights };
 	fetch->flights = &ghost;                        /* a listed flight nobody holds */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	ghost.refs = 1;
-	ck_assert_int_eq(verify_locked(fetch), 0);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
 	ghost.landed = true;                            /* landed but still listed */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	ghost.landed = false;
 	twin = (struct flight) { .ino = ino_of(15), .refs = 1, .next = fetch->flights };
 	fetch->flights = &twin;                         /* two fetches of one file */
-	ck_assert_int_eq(verify_locked(fetch), -EUCLEAN);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
 	fetch->flights = ghost.next;
-	ck_assert_int_eq(verify_locked(fetch), 0);
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
 	pthread_mutex_unlock(&fetch->lock);
 
 	for (int i = 0; i < 10; i++)

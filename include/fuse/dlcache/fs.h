@@ -34,6 +34,8 @@ struct dlc_fs_context {
 	const char *policy;
 	uint64_t cache_max_file;     /* larger files are read from the source directly */
 	unsigned source_threads;     /* most opens and reads waiting on the source at once */
+	uint64_t source_timeout_ns;  /* an open or read waiting on the source is answered
+				      * within this of its arrival; 0: no limit */
 	unsigned max_background;     /* asynchronous requests the kernel may queue; 0 = libfuse's */
 	bool passthrough;            /* hits may pass through to the cache file (passthrough=) */
 	uint64_t kernel_readahead;   /* the kernel's readahead window to set; 0: leave it */

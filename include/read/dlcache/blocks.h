@@ -35,9 +35,10 @@ struct dlc_blocks;              /* per mount; opaque */
 
 /*
  * Where blocks come from.  open() is called once per reader, before its
- * first source read (0, or -EIO after logging and counting the failure);
- * read() reads len bytes at off of regular file ino: the count (short
- * only at the file's end), or -EIO after logging and counting the failure;
+ * first source read (0, or -EIO after logging and counting the failure:
+ * -ETIMEDOUT when the source did not answer in time); read() reads len
+ * bytes at off of regular file ino: the count (short only at the file's
+ * end), or -EIO (-ETIMEDOUT) after logging and counting the failure;
  * it counts the bytes it took from the remote.  read() may run on several
  * threads at once with the same handle; close() releases the handle of a
  * reader that opened one.

@@ -288,17 +288,17 @@ struct stat_call {
 	struct nfs_stat_64 st;
 };
 
-/* An lstat by path, which counts only when a walk that follows no symlink
- * reaches the same object (see open_on_slot). */
+/* An lstat by path, after a walk that follows no symlink, which counts
+ * only when it reaches the same object (see open_on_slot). */
 static int run_stat(struct nfs_backend *nb, unsigned s, void *arg)
 {
 	struct stat_call *call = arg;
 	struct dlc_nfs_walked walked;
 	int rc;
 
-	rc = nfs_lstat64(nb->slots[s].nfs, call->path, &call->st);
+	rc = dlc_nfs_walk(nb, s, call->path, &walked);
 	if (rc == 0)
-		rc = dlc_nfs_walk(nb, s, call->path, &walked);
+		rc = nfs_lstat64(nb->slots[s].nfs, call->path, &call->st);
 	if (rc == 0 && walked.reached && walked.fileid != call->st.nfs_ino)
 		rc = -ELOOP;
 	return rc;
@@ -323,10 +323,13 @@ static int nfs_backend_stat(void *priv, const char *path, struct dlc_backend_att
 /*
  * Opens file on slot s, which must hold no handle for it yet.  libnfs walks
  * the path itself and would follow a symlink before the last component, so
- * the open counts only when its handle names the object that a walk made
- * after it, following none (dlc_nfs_walk), reached: the same file handle
- * (one round trip), or else the same fileid (a GETATTR more): a symlink in
- * any component, then or at the open, gives -ELOOP and nothing is read.
+ * a walk that follows none (dlc_nfs_walk) goes first, and the open counts
+ * only when its handle names the object the walk reached: the same file
+ * handle (one round trip), or else the same fileid (a GETATTR more): a
+ * symlink in any component, before or at the open, gives -ELOOP and nothing
+ * is read.  The walk goes first so that libnfs is not asked to follow a
+ * link the walk already refused: libnfs 4.0 leaks its COMPOUND's operation
+ * array each time it resolves one (nfs4_lookup_path_1_cb, fixed in 7.0).
  */
 static int open_on_slot(struct nfs_backend *nb, unsigned s, struct dlc_backend_file *file)
 {
@@ -336,13 +339,15 @@ static int open_on_slot(struct nfs_backend *nb, unsigned s, struct dlc_backend_f
 	struct nfs_stat_64 st;
 	int rc;
 
-	rc = nfs_open(nfs, file->path, O_RDONLY | O_NOFOLLOW, &handle);
-	if (rc < 0)
-		return rc;
 	rc = dlc_nfs_walk(nb, s, file->path, &walked);
 	if (rc == 0 && walked.is_link)
 		rc = -ELOOP;
-	if (rc == 0 && !(walked.is_regular && dlc_nfs_walked_is(&walked, handle))) {
+	if (rc < 0)
+		return rc;
+	rc = nfs_open(nfs, file->path, O_RDONLY | O_NOFOLLOW, &handle);
+	if (rc < 0)
+		return rc;
+	if (!(walked.is_regular && dlc_nfs_walked_is(&walked, handle))) {
 		/* NFSv4's OPEN refuses what is not a regular file; v3 has no OPEN. */
 		rc = nfs_fstat64(nfs, handle, &st);
 		if (rc == 0 && !S_ISREG(st.nfs_mode))

@@ -24,9 +24,12 @@
  *
  * The raw calls are waited for as libnfs's own synchronous calls are (poll
  * and nfs_service, which also times them out).  A reply that a failed wait
- * leaves behind is freed by its callback, which libnfs runs with
- * RPC_STATUS_CANCEL when the context is destroyed (the pool drops a slot
- * whose connection failed).
+ * leaves behind is freed by the wait when its callback already ran (libnfs
+ * errors the waiting calls when the socket breaks), else by its callback,
+ * which libnfs runs with RPC_STATUS_CANCEL when the context is destroyed
+ * (the pool drops a slot whose connection failed).  The decoded results
+ * belong to libnfs (freed with its PDU after the callback): a callback
+ * copies what it keeps and frees nothing of them.
  */
 #include <errno.h>
 #include <poll.h>
@@ -99,8 +102,13 @@ static int rpc_failure(int status)
 	return status == RPC_STATUS_TIMEOUT || status == RPC_STATUS_CANCEL ? -EINTR : -EIO;
 }
 
-/* Services the connection until r is done.  0, or -EIO when the connection
- * failed (r then belongs to its callback). */
+/*
+ * Services the connection until r is done.  0, or -EIO when the connection
+ * failed: r is then no longer the caller's.  A failing nfs_service may have
+ * run the callback already (libnfs errors every waiting call when the socket
+ * breaks), so r is freed here; else its callback frees it when the context
+ * is destroyed.
+ */
 static int wait_reply(struct nfs_context *nfs, struct walk_reply *r)
 {
 	while (!r->done) {
@@ -110,7 +118,10 @@ static int wait_reply(struct nfs_context *nfs, struct walk_reply *r)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (nfs_service(nfs, n < 0 ? -1 : pfd.revents) < 0) {
-			r->abandoned = true;
+			if (r->done)
+				reply_free(r);
+			else
+				r->abandoned = true;
 			return -EIO;
 		}
 	}

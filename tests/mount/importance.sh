@@ -21,7 +21,9 @@ ln -s loop1 "$SRC/links/loop2"
 cached_list() { sort "$MNT/.cached" | tr '\n' ' ' | sed 's/ $//'; }
 names() { for i in "$@"; do printf 'train/c/f%s ' "$i"; done | sed 's/ $//'; }
 wait_stat() {   # wait_stat NAME VALUE: release runs after close returns
-	for _ in $(seq 1 100); do
+	# Up to ~20 s: under the sanitizers on a loaded 2-core machine a prefetch
+	# worker's turn can take seconds (a value that never comes still fails).
+	for _ in $(seq 1 400); do
 		[ "$(stat_value "$1")" = "$2" ] && return 0
 		sleep 0.05
 	done
@@ -327,7 +329,7 @@ PY
 # in the page cache, or evicts them (tests/mount/residency.py).
 residency() { python3 "$(dirname "$0")/residency.py" "$CACHE" "$@"; }
 wait_resident() {   # wait_resident EXPECTED NN...: the advice's reads are asynchronous
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 500); do
 		[ "$(residency resident "${@:2}")" = "$1" ] && return 0
 		sleep 0.02
 	done

@@ -16,6 +16,7 @@ memcached and speaks its text protocol (no dlcache code, no libmemcached).
                                  tier_seal.c; old: the xxh3 frame)
 
 Prints one JSON object: how many values of each kind were replaced.
+Its client functions (command, all_keys, get, put) are tier_epochs.py's too.
 """
 import ctypes
 import ctypes.util
@@ -39,11 +40,14 @@ def command(port, payload, until):
         return data
 
 
-def keys(port):
+def all_keys(port):
     dump = command(port, b"lru_crawler metadump all\r\n", b"END\r\n")
-    names = (urllib.parse.unquote(line.split()[0][4:]) for line in dump.decode().splitlines()
-             if line.startswith("key="))
-    return sorted(k for k in names if k.startswith("dlc1:"))
+    return [urllib.parse.unquote(line.split()[0][4:]) for line in dump.decode().splitlines()
+            if line.startswith("key=")]
+
+
+def keys(port):
+    return sorted(k for k in all_keys(port) if k.startswith("dlc1:"))
 
 
 def get(port, key):

@@ -29,14 +29,13 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import threading
 import time
-import urllib.parse
 import zlib
 
 import dlcache   # the tree's python/, through PYTHONPATH (tests/mount/lib.sh)
+import tier_adversary as memcached   # its text-protocol client (same folder)
 
 
 def stats(mount):
@@ -57,34 +56,16 @@ def totals(mounts, plain=False):
     return opens, hits, tier_hits
 
 
-def memcached_command(port, payload, until):
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(payload)
-        data = b""
-        while not data.endswith(until):
-            chunk = sock.recv(1 << 20)
-            if not chunk:
-                break
-            data += chunk
-        return data
-
-
 def corrupt_all(port):
     """Flips the last byte of every value on the server; returns how many."""
-    dump = memcached_command(port, b"lru_crawler metadump all\r\n", b"END\r\n")
-    keys = [urllib.parse.unquote(line.split()[0][4:]) for line in dump.decode().splitlines()
-            if line.startswith("key=")]
     done = 0
-    for key in keys:
-        reply = memcached_command(port, b"get %s\r\n" % key.encode(), b"END\r\n")
-        if not reply.startswith(b"VALUE"):
+    for key in memcached.all_keys(port):
+        value = memcached.get(port, key)
+        if value is None:
             continue
-        header, rest = reply.split(b"\r\n", 1)
-        length = int(header.split()[3])
-        value = bytearray(rest[:length])
+        value = bytearray(value)
         value[-1] ^= 0xFF
-        store = b"set %s 0 0 %d\r\n%s\r\n" % (key.encode(), length, bytes(value))
-        if memcached_command(port, store, b"\r\n").startswith(b"STORED"):
+        if memcached.put(port, key, bytes(value)):
             done += 1
     return done
 

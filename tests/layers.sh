@@ -68,8 +68,7 @@ done
 # Loops between the files of a folder, from the objects' defined (T, D, B, R)
 # and undefined (U) symbols.  A loop is a strongly connected set of two or
 # more files.
-KNOWN_LOOPS="namespace: snapshot snapshot_packed
-cache: cache cache_blocks"
+KNOWN_LOOPS="cache: cache cache_blocks"
 loops=$(for l in "${layers[@]}"; do
 	dir="$BUILDDIR/libdlcache_$l.a.p"
 	[ -d "$dir" ] || { echo "MISSING $dir"; continue; }

@@ -68,7 +68,7 @@ done
 # Loops between the files of a folder, from the objects' defined (T, D, B, R)
 # and undefined (U) symbols.  A loop is a strongly connected set of two or
 # more files.
-KNOWN_LOOPS="cache: cache cache_blocks"
+KNOWN_LOOPS=""
 loops=$(for l in "${layers[@]}"; do
 	dir="$BUILDDIR/libdlcache_$l.a.p"
 	[ -d "$dir" ] || { echo "MISSING $dir"; continue; }
@@ -118,6 +118,7 @@ while IFS= read -r loop; do
 	esac
 done <<<"$loops"
 while IFS= read -r known; do
+	[ -n "$known" ] || continue
 	grep -qxF "$known" <<<"$loops" ||
 		fail "the loop \"$known\" is cut: remove it from KNOWN_LOOPS in tests/layers.sh"
 done <<<"$KNOWN_LOOPS"

@@ -39,23 +39,14 @@
 
 #include "dlcache/cache.h"
 #include "cache_private.h"
+#include "cache_blocks.h"
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
 #include "dlcache/text.h"
 
 
-/* A full cache disk pauses admission for this long, then it is tried again. */
-#define DISK_FULL_RETRY_NS (5 * 1000000000LL)
 /* Inodes .cached looks at per hold of the cache lock: a hit waits for one batch at most. */
 #define LIST_BATCH 4096u
-
-static int64_t monotonic_ns(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec * 1000000000LL + now.tv_nsec;
-}
 
 static int64_t node_mtime_ns(const struct dlc_node *node)
 {
@@ -76,7 +67,12 @@ static void drop_file(struct dlc_cache *cache, uint32_t ino)
 		(void)dlc_store_remove(cache->store, path);
 }
 
-void dlc_cache_carry_out_victims(struct dlc_cache *cache)
+/*
+ * Carries out the evictions an admission left in cache->victims: called and
+ * returns with the lock held, drops it while files are deleted.  Blocks of
+ * large files go through cache_blocks.c's eviction.
+ */
+static void carry_out_victims(struct dlc_cache *cache)
 {
 	size_t nvictims = cache->victims.count;
 	uint32_t *victims = nvictims ? malloc(nvictims * sizeof(*victims)) : NULL;
@@ -139,41 +135,6 @@ void dlc_cache_carry_out_victims(struct dlc_cache *cache)
 	pthread_cond_broadcast(&cache->deleted);
 	free(victims);
 	free(blocks);
-}
-
-bool dlc_cache_admitting(struct dlc_cache *cache)
-{
-	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
-		/* The disk was full: evictions or the user may have made room. */
-		cache->admission = true;
-		cache->retry_at_ns = 0;
-	}
-	return cache->admission;
-}
-
-void dlc_cache_write_failed(struct dlc_cache *cache, const char *path, int rc)
-{
-	if (rc == -ENOSPC && cache->admission) {
-		cache->admission = false;
-		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
-		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
-			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
-			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));
-		cache->full_logged = true;
-		dlc_stats_set_error(cache->stats, "cache disk full: admission paused");
-	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
-		/* Out of descriptors or memory: this insert fails, the disk is fine. */
-		if (!atomic_exchange(&cache->transient_logged, true))
-			dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s%s; admission goes on (logged once)", path,
-				strerror(-rc), rc == -ENOMEM ? "" : ": out of descriptors, raise ulimit -n");
-	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
-		/* A disk that fails one write (read-only, I/O errors, cache_dir
-		 * removed) fails the next ones too: one warning, not one per miss. */
-		cache->admission = false;
-		dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s; admission is off until remount, reads go on from the source",
-			path, strerror(-rc));
-		dlc_stats_set_error(cache->stats, "a write to the cache disk failed: admission turned off");
-	}
 }
 
 /* A persisted entry that still matches the snapshot, waiting to be restored. */
@@ -501,7 +462,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		dlc_cache_unlock(cache);
 		goto bypass;
 	}
-	dlc_cache_carry_out_victims(cache);
+	carry_out_victims(cache);
 	dlc_cache_unlock(cache);
 
 	/*
@@ -573,6 +534,53 @@ bool dlc_cache_offer_if_room(struct dlc_cache *cache, uint32_t ino, const void *
 	bool made = true;
 
 	(void)offer(cache, ino, data, size, true, &made);
+	return made;
+}
+
+/*
+ * dlc_cache_block_offer, and with room_only dlc_cache_block_offer_if_room
+ * (*made is false when the file was not admitted yet and there was no free
+ * room for it: nothing was done).  cache_blocks.c admits the file, this
+ * carries out the victims its admission chose, cache_blocks.c writes the
+ * block: the evictions (whole files and blocks) are this file's.
+ */
+static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, const void *data,
+			uint64_t size, bool room_only, bool *made)
+{
+	struct dlc_blocks_offer offer;
+
+	if (!dlc_cache_blocks_prepare(cache, ino, index, &offer))
+		return false;
+	pthread_mutex_lock(&cache->lock);
+	switch (dlc_cache_blocks_admit(cache, &offer, room_only)) {
+	case DLC_BLOCKS_NO_ROOM:
+		dlc_cache_unlock(cache);
+		*made = false;
+		return false;
+	case DLC_BLOCKS_EVICT_FIRST:
+		carry_out_victims(cache);
+		break;
+	case DLC_BLOCKS_ADMITTED:
+	case DLC_BLOCKS_BYPASSED:
+		break;
+	}
+	return dlc_cache_blocks_write(cache, &offer, data, size);
+}
+
+bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			   const void *data, uint64_t size)
+{
+	bool made;
+
+	return block_offer(cache, ino, index, data, size, false, &made);
+}
+
+bool dlc_cache_block_offer_if_room(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+				   const void *data, uint64_t size)
+{
+	bool made = true;
+
+	(void)block_offer(cache, ino, index, data, size, true, &made);
 	return made;
 }
 

@@ -60,6 +60,7 @@
 #include "dlcache/cache.h"
 #include "dlcache/log.h"
 #include "cache_private.h"
+#include "cache_blocks.h"
 
 /* The separator of a block row's path: never in a snapshot path. */
 #define BLOCK_SEPARATOR "//b"
@@ -642,60 +643,59 @@ out:
 	return rc;
 }
 
-/* Admits ino as a file of blocks; lock held, returns its block_file or NULL
- * (bypassed).  The lock is dropped meanwhile when victims are deleted. */
-static struct block_file *admit_file(struct dlc_cache *cache, uint32_t ino,
-				     const struct dlc_node *node)
+bool dlc_cache_blocks_prepare(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			      struct dlc_blocks_offer *offer)
 {
+	offer->ino = ino;
+	offer->index = index;
+	offer->node = dlc_snapshot_node(cache->snapshot, ino);
+	return offer->node && cache->block_size &&
+	       block_path(cache, ino, index, cache->block_size, offer->path, sizeof(offer->path)) == 0 &&
+	       data_key(cache, ino, cache->block_size, offer->key, sizeof(offer->key)) == 0;
+}
+
+enum dlc_blocks_admission dlc_cache_blocks_admit(struct dlc_cache *cache,
+						 const struct dlc_blocks_offer *offer, bool room_only)
+{
+	const struct dlc_node *node = offer->node;
+	uint32_t ino = offer->ino;
 	struct block_file *f;
 
+	if (find(cache, ino))
+		return DLC_BLOCKS_ADMITTED;
+	if (room_only &&
+	    dlc_policy_used(cache->policy) + cache->pending_bytes + dlc_store_footprint(node->size) >
+	    dlc_policy_capacity(cache->policy))
+		return DLC_BLOCKS_NO_ROOM;
 	if (!dlc_cache_admitting(cache) || dlc_policy_contains(cache->policy, ino) ||
 	    is_deleting(cache, ino) ||
 	    dlc_policy_admit(cache->policy, ino, dlc_store_footprint(node->size), &cache->victims) <= 0)
-		return NULL;
+		return DLC_BLOCKS_BYPASSED;
 	f = create(cache, ino, cache->block_size, node->size);
 	if (!f) {
 		/* The victims are out of the policy already: they go all the same. */
 		dlc_policy_remove(cache->policy, ino);
-		dlc_cache_carry_out_victims(cache);
-		return NULL;
+		return DLC_BLOCKS_EVICT_FIRST;
 	}
 	cache->hashes[ino] = 1;
 	set_ready(cache, ino, true);
 	dlc_stats_add(cache->stats, DLC_STAT_ADMISSIONS, 1);
-	dlc_cache_carry_out_victims(cache);
-	/* Evicted by another admission while the lock was dropped? */
-	f = find(cache, ino);
-	return f && !f->evicted ? f : NULL;
+	return DLC_BLOCKS_EVICT_FIRST;
 }
 
-/* dlc_cache_block_offer, and with room_only dlc_cache_block_offer_if_room
- * (*made is false when the file was not admitted yet and there was no free
- * room for it: nothing was done). */
-static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, const void *data,
-			uint64_t size, bool room_only, bool *made)
+bool dlc_cache_blocks_write(struct dlc_cache *cache, const struct dlc_blocks_offer *offer,
+			    const void *data, uint64_t size)
 {
-	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
-	char path[DLC_SNAPSHOT_PATH_MAX], key[DLC_SNAPSHOT_PATH_MAX];
+	const struct dlc_node *node = offer->node;
+	const char *path = offer->path, *key = offer->key;
+	uint32_t ino = offer->ino, index = offer->index;
 	struct block_file *f;
 	uint64_t hash, before = 0, after = 0;
 	int rc;
 
-	if (!node || !cache->block_size ||
-	    block_path(cache, ino, index, cache->block_size, path, sizeof(path)) < 0 ||
-	    data_key(cache, ino, cache->block_size, key, sizeof(key)) < 0)
-		return false;
-	pthread_mutex_lock(&cache->lock);
+	/* Not admitted, or evicted by another admission while the lock was
+	 * dropped for the victims? */
 	f = find(cache, ino);
-	if (!f && room_only &&
-	    dlc_policy_used(cache->policy) + cache->pending_bytes + dlc_store_footprint(node->size) >
-	    dlc_policy_capacity(cache->policy)) {
-		pthread_mutex_unlock(&cache->lock);
-		*made = false;
-		return false;
-	}
-	if (!f)
-		f = admit_file(cache, ino, node);
 	if (!f || f->evicted || f->block_size != cache->block_size || index >= f->nblocks ||
 	    block_len(f, index) != size || f->state[index] != BLOCK_ABSENT) {
 		bool ready = f && !f->evicted && index < f->nblocks && f->state[index] == BLOCK_READY;
@@ -758,21 +758,4 @@ static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, c
 	pthread_rwlock_unlock(&f->io);
 	dlc_cache_unlock(cache);
 	return false;
-}
-
-bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
-			   const void *data, uint64_t size)
-{
-	bool made;
-
-	return block_offer(cache, ino, index, data, size, false, &made);
-}
-
-bool dlc_cache_block_offer_if_room(struct dlc_cache *cache, uint32_t ino, uint32_t index,
-				   const void *data, uint64_t size)
-{
-	bool made = true;
-
-	(void)block_offer(cache, ino, index, data, size, true, &made);
-	return made;
 }

@@ -279,9 +279,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 		if (!cache->scores_file)
 			goto err_nomem;
 		rc = dlc_scores_load(&cache->scores, scores_file, dlc_snapshot_id(snapshot));
-		if (rc == 0)
+		if (rc == DLC_SCORES_LOADED)
 			dlc_log(DLC_LOG_INFO, "%u scores loaded from %s", cache->scores.known, scores_file);
-		else if (rc == -ESTALE)
+		else if (rc == DLC_SCORES_OTHER_SNAPSHOT)
 			dlc_log(DLC_LOG_INFO, "scores in %s belong to another snapshot: starting with none",
 				scores_file);
 		else if (rc != -ENOENT)

@@ -409,22 +409,25 @@ void dlc_cache_set_drop_hook(struct dlc_cache *cache, dlc_cache_drop_hook drop, 
 	dlc_cache_unlock(cache);
 }
 
-int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
+int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino, int *fd)
 {
 	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t stamp;
 	int rc;
 
+	*fd = -1;
 	pthread_mutex_lock(&cache->lock);
 	stamp = is_ready(cache, ino) ? cache->stamps[ino] : 0;
 	dlc_cache_unlock(cache);
 	if (!stamp)
-		return -ESTALE;
+		return DLC_CACHE_UNCHECKED;
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	rc = dlc_store_open_checked(cache->store, path, stamp);
-	return rc == -ENOENT ? -ESTALE : rc;
+	rc = dlc_store_open_checked(cache->store, path, stamp, fd);
+	if (rc == DLC_STORE_SAME)
+		return DLC_CACHE_OPENED;
+	return rc == DLC_STORE_CHANGED || rc == -ENOENT ? DLC_CACHE_UNCHECKED : rc;
 }
 
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)

@@ -513,21 +513,24 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 	return -ENOENT;
 }
 
-/* ino's data file, opened if it is still as stamp says (0: nothing
- * checked); the fd, or -ESTALE. */
+/* ino's data file, opened into *fd if it is still as stamp says (0:
+ * nothing checked); an enum dlc_cache_open, or -errno. */
 static int open_by_stamp(struct dlc_cache *cache, uint32_t ino, uint64_t block_size,
-			 uint64_t stamp)
+			 uint64_t stamp, int *fd)
 {
 	char key[DLC_SNAPSHOT_PATH_MAX];
 	int rc;
 
+	*fd = -1;
 	if (!stamp || data_key(cache, ino, block_size, key, sizeof(key)) < 0)
-		return -ESTALE;
-	rc = dlc_store_open_checked(cache->store, key, stamp);
-	return rc == -ENOENT ? -ESTALE : rc;
+		return DLC_CACHE_UNCHECKED;
+	rc = dlc_store_open_checked(cache->store, key, stamp, fd);
+	if (rc == DLC_STORE_SAME)
+		return DLC_CACHE_OPENED;
+	return rc == DLC_STORE_CHANGED || rc == -ENOENT ? DLC_CACHE_UNCHECKED : rc;
 }
 
-int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index, int *fd)
 {
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
@@ -539,7 +542,7 @@ int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t
 		block_size = f->block_size;
 	}
 	dlc_cache_unlock(cache);
-	return open_by_stamp(cache, ino, block_size, stamp);
+	return open_by_stamp(cache, ino, block_size, stamp, fd);
 }
 
 /* Whether every block of f is ready (lock held). */
@@ -551,7 +554,7 @@ static bool complete(const struct block_file *f)
 	return true;
 }
 
-int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
+int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino, int *fd)
 {
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
@@ -564,7 +567,7 @@ int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
 		block_size = f->block_size;
 	}
 	dlc_cache_unlock(cache);
-	return open_by_stamp(cache, ino, block_size, stamp);
+	return open_by_stamp(cache, ino, block_size, stamp, fd);
 }
 
 int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t max_bytes)
@@ -581,7 +584,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	f = find(cache, ino);
 	if (!f || f->evicted || !complete(f)) {
 		dlc_cache_unlock(cache);
-		return -ENOENT;
+		return DLC_CACHE_INCOMPLETE;
 	}
 	for (uint32_t i = 0; i < f->nblocks; i++) {
 		if (!f->checked[i]) {
@@ -591,7 +594,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	}
 	if (n == 0 || bytes > max_bytes) {
 		dlc_cache_unlock(cache);
-		return n == 0 ? 0 : -EFBIG;
+		return n == 0 ? DLC_CACHE_CHECKED : DLC_CACHE_TOO_LARGE;
 	}
 	ranges = calloc(n, sizeof(*ranges));
 	indexes = calloc(n, sizeof(*indexes));
@@ -617,12 +620,14 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	if (rc == 0) {
 		pthread_rwlock_rdlock(&f->io);
 		rc = dlc_store_check_ranges(cache->store, key, ranges, n, &stamp);
+		if (rc == DLC_STORE_CHANGED)
+			rc = DLC_CACHE_CHANGED;         /* nothing proven */
 		pthread_mutex_lock(&cache->lock);
 		pthread_rwlock_unlock(&f->io);
 	} else {
 		pthread_mutex_lock(&cache->lock);
 	}
-	for (size_t k = 0; rc == 0 && k < n; k++) {
+	for (size_t k = 0; rc == DLC_CACHE_CHECKED && k < n; k++) {
 		uint32_t i = indexes[k];
 
 		if (ready_block(cache, ino, i) != f || f->generations[i] != generations[k])
@@ -631,7 +636,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 			note_checked(f, i, stamp);
 		} else if (block_path(cache, ino, i, f->block_size, path, sizeof(path)) == 0) {
 			drop_bad_block(cache, f, i, path, -EBADMSG);
-			rc = -EBADMSG;
+			rc = DLC_CACHE_BAD_BLOCK;
 		}
 	}
 	unpin(f);

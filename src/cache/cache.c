@@ -1,6 +1,11 @@
 /*
  * cache.c - the cache's state in one place: which inodes are cached (the
- * policy), the xxh3 of each ready entry, and the store's files.
+ * policy), the xxh3 of each ready entry, and the store's files.  Files
+ * larger than cache_max_file are cached as blocks by cache_blocks.c, which
+ * this file calls down into (cache_blocks.h) and which never calls back: a
+ * block offer starts here, so that the victims of every admission are
+ * carried out here.  Whether admission is on (a full or failing disk) is
+ * cache_admission.c's, which both ask.
  *
  * INVARIANTS.  cache->lock guards policy, hashes, generations, ready,
  * deleting, pending_bytes, admission and victims.  An inode is ready only if the policy contains it

@@ -1,6 +1,11 @@
 /*
  * cache.c - the cache's state in one place: which inodes are cached (the
- * policy), the xxh3 of each ready entry, and the store's files.
+ * policy), the xxh3 of each ready entry, and the store's files.  Files
+ * larger than cache_max_file are cached as blocks by cache_blocks.c, which
+ * this file calls down into (cache_blocks.h) and which never calls back: a
+ * block offer starts here, so that the victims of every admission are
+ * carried out here.  Whether admission is on (a full or failing disk) is
+ * cache_admission.c's, which both ask.
  *
  * INVARIANTS.  cache->lock guards policy, hashes, generations, ready,
  * deleting, pending_bytes, admission and victims.  An inode is ready only if the policy contains it
@@ -39,23 +44,14 @@
 
 #include "dlcache/cache.h"
 #include "cache_private.h"
+#include "cache_blocks.h"
 #include "dlcache/cause.h"
 #include "dlcache/log.h"
 #include "dlcache/text.h"
 
 
-/* A full cache disk pauses admission for this long, then it is tried again. */
-#define DISK_FULL_RETRY_NS (5 * 1000000000LL)
 /* Inodes .cached looks at per hold of the cache lock: a hit waits for one batch at most. */
 #define LIST_BATCH 4096u
-
-static int64_t monotonic_ns(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec * 1000000000LL + now.tv_nsec;
-}
 
 static int64_t node_mtime_ns(const struct dlc_node *node)
 {
@@ -76,7 +72,12 @@ static void drop_file(struct dlc_cache *cache, uint32_t ino)
 		(void)dlc_store_remove(cache->store, path);
 }
 
-void dlc_cache_carry_out_victims(struct dlc_cache *cache)
+/*
+ * Carries out the evictions an admission left in cache->victims: called and
+ * returns with the lock held, drops it while files are deleted.  Blocks of
+ * large files go through cache_blocks.c's eviction.
+ */
+static void carry_out_victims(struct dlc_cache *cache)
 {
 	size_t nvictims = cache->victims.count;
 	uint32_t *victims = nvictims ? malloc(nvictims * sizeof(*victims)) : NULL;
@@ -139,41 +140,6 @@ void dlc_cache_carry_out_victims(struct dlc_cache *cache)
 	pthread_cond_broadcast(&cache->deleted);
 	free(victims);
 	free(blocks);
-}
-
-bool dlc_cache_admitting(struct dlc_cache *cache)
-{
-	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
-		/* The disk was full: evictions or the user may have made room. */
-		cache->admission = true;
-		cache->retry_at_ns = 0;
-	}
-	return cache->admission;
-}
-
-void dlc_cache_write_failed(struct dlc_cache *cache, const char *path, int rc)
-{
-	if (rc == -ENOSPC && cache->admission) {
-		cache->admission = false;
-		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
-		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
-			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
-			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));
-		cache->full_logged = true;
-		dlc_stats_set_error(cache->stats, "cache disk full: admission paused");
-	} else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM) {
-		/* Out of descriptors or memory: this insert fails, the disk is fine. */
-		if (!atomic_exchange(&cache->transient_logged, true))
-			dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s%s; admission goes on (logged once)", path,
-				strerror(-rc), rc == -ENOMEM ? "" : ": out of descriptors, raise ulimit -n");
-	} else if (rc != -ENOSPC && rc != -EEXIST && cache->admission) {
-		/* A disk that fails one write (read-only, I/O errors, cache_dir
-		 * removed) fails the next ones too: one warning, not one per miss. */
-		cache->admission = false;
-		dlc_log(DLC_LOG_WARNING, "cannot cache %s: %s; admission is off until remount, reads go on from the source",
-			path, strerror(-rc));
-		dlc_stats_set_error(cache->stats, "a write to the cache disk failed: admission turned off");
-	}
 }
 
 /* A persisted entry that still matches the snapshot, waiting to be restored. */
@@ -318,9 +284,9 @@ int dlc_cache_open(struct dlc_store *store, const struct dlc_snapshot *snapshot,
 		if (!cache->scores_file)
 			goto err_nomem;
 		rc = dlc_scores_load(&cache->scores, scores_file, dlc_snapshot_id(snapshot));
-		if (rc == 0)
+		if (rc == DLC_SCORES_LOADED)
 			dlc_log(DLC_LOG_INFO, "%u scores loaded from %s", cache->scores.known, scores_file);
-		else if (rc == -ESTALE)
+		else if (rc == DLC_SCORES_OTHER_SNAPSHOT)
 			dlc_log(DLC_LOG_INFO, "scores in %s belong to another snapshot: starting with none",
 				scores_file);
 		else if (rc != -ENOENT)
@@ -448,22 +414,25 @@ void dlc_cache_set_drop_hook(struct dlc_cache *cache, dlc_cache_drop_hook drop, 
 	dlc_cache_unlock(cache);
 }
 
-int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino)
+int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino, int *fd)
 {
 	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t stamp;
 	int rc;
 
+	*fd = -1;
 	pthread_mutex_lock(&cache->lock);
 	stamp = is_ready(cache, ino) ? cache->stamps[ino] : 0;
 	dlc_cache_unlock(cache);
 	if (!stamp)
-		return -ESTALE;
+		return DLC_CACHE_UNCHECKED;
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	rc = dlc_store_open_checked(cache->store, path, stamp);
-	return rc == -ENOENT ? -ESTALE : rc;
+	rc = dlc_store_open_checked(cache->store, path, stamp, fd);
+	if (rc == DLC_STORE_SAME)
+		return DLC_CACHE_OPENED;
+	return rc == DLC_STORE_CHANGED || rc == -ENOENT ? DLC_CACHE_UNCHECKED : rc;
 }
 
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)
@@ -501,7 +470,7 @@ static bool offer(struct dlc_cache *cache, uint32_t ino, const void *data, uint6
 		dlc_cache_unlock(cache);
 		goto bypass;
 	}
-	dlc_cache_carry_out_victims(cache);
+	carry_out_victims(cache);
 	dlc_cache_unlock(cache);
 
 	/*
@@ -573,6 +542,53 @@ bool dlc_cache_offer_if_room(struct dlc_cache *cache, uint32_t ino, const void *
 	bool made = true;
 
 	(void)offer(cache, ino, data, size, true, &made);
+	return made;
+}
+
+/*
+ * dlc_cache_block_offer, and with room_only dlc_cache_block_offer_if_room
+ * (*made is false when the file was not admitted yet and there was no free
+ * room for it: nothing was done).  cache_blocks.c admits the file, this
+ * carries out the victims its admission chose, cache_blocks.c writes the
+ * block: the evictions (whole files and blocks) are this file's.
+ */
+static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, const void *data,
+			uint64_t size, bool room_only, bool *made)
+{
+	struct dlc_blocks_offer offer;
+
+	if (!dlc_cache_blocks_prepare(cache, ino, index, &offer))
+		return false;
+	pthread_mutex_lock(&cache->lock);
+	switch (dlc_cache_blocks_admit(cache, &offer, room_only)) {
+	case DLC_BLOCKS_NO_ROOM:
+		dlc_cache_unlock(cache);
+		*made = false;
+		return false;
+	case DLC_BLOCKS_EVICT_FIRST:
+		carry_out_victims(cache);
+		break;
+	case DLC_BLOCKS_ADMITTED:
+	case DLC_BLOCKS_BYPASSED:
+		break;
+	}
+	return dlc_cache_blocks_write(cache, &offer, data, size);
+}
+
+bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			   const void *data, uint64_t size)
+{
+	bool made;
+
+	return block_offer(cache, ino, index, data, size, false, &made);
+}
+
+bool dlc_cache_block_offer_if_room(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+				   const void *data, uint64_t size)
+{
+	bool made = true;
+
+	(void)block_offer(cache, ino, index, data, size, true, &made);
 	return made;
 }
 

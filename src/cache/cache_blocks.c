@@ -60,6 +60,7 @@
 #include "dlcache/cache.h"
 #include "dlcache/log.h"
 #include "cache_private.h"
+#include "cache_blocks.h"
 
 /* The separator of a block row's path: never in a snapshot path. */
 #define BLOCK_SEPARATOR "//b"
@@ -512,21 +513,24 @@ int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, 
 	return -ENOENT;
 }
 
-/* ino's data file, opened if it is still as stamp says (0: nothing
- * checked); the fd, or -ESTALE. */
+/* ino's data file, opened into *fd if it is still as stamp says (0:
+ * nothing checked); an enum dlc_cache_open, or -errno. */
 static int open_by_stamp(struct dlc_cache *cache, uint32_t ino, uint64_t block_size,
-			 uint64_t stamp)
+			 uint64_t stamp, int *fd)
 {
 	char key[DLC_SNAPSHOT_PATH_MAX];
 	int rc;
 
+	*fd = -1;
 	if (!stamp || data_key(cache, ino, block_size, key, sizeof(key)) < 0)
-		return -ESTALE;
-	rc = dlc_store_open_checked(cache->store, key, stamp);
-	return rc == -ENOENT ? -ESTALE : rc;
+		return DLC_CACHE_UNCHECKED;
+	rc = dlc_store_open_checked(cache->store, key, stamp, fd);
+	if (rc == DLC_STORE_SAME)
+		return DLC_CACHE_OPENED;
+	return rc == DLC_STORE_CHANGED || rc == -ENOENT ? DLC_CACHE_UNCHECKED : rc;
 }
 
-int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index)
+int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index, int *fd)
 {
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
@@ -538,7 +542,7 @@ int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t
 		block_size = f->block_size;
 	}
 	dlc_cache_unlock(cache);
-	return open_by_stamp(cache, ino, block_size, stamp);
+	return open_by_stamp(cache, ino, block_size, stamp, fd);
 }
 
 /* Whether every block of f is ready (lock held). */
@@ -550,7 +554,7 @@ static bool complete(const struct block_file *f)
 	return true;
 }
 
-int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
+int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino, int *fd)
 {
 	struct block_file *f;
 	uint64_t stamp = 0, block_size = 0;
@@ -563,7 +567,7 @@ int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino)
 		block_size = f->block_size;
 	}
 	dlc_cache_unlock(cache);
-	return open_by_stamp(cache, ino, block_size, stamp);
+	return open_by_stamp(cache, ino, block_size, stamp, fd);
 }
 
 int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t max_bytes)
@@ -580,7 +584,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	f = find(cache, ino);
 	if (!f || f->evicted || !complete(f)) {
 		dlc_cache_unlock(cache);
-		return -ENOENT;
+		return DLC_CACHE_INCOMPLETE;
 	}
 	for (uint32_t i = 0; i < f->nblocks; i++) {
 		if (!f->checked[i]) {
@@ -590,7 +594,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	}
 	if (n == 0 || bytes > max_bytes) {
 		dlc_cache_unlock(cache);
-		return n == 0 ? 0 : -EFBIG;
+		return n == 0 ? DLC_CACHE_CHECKED : DLC_CACHE_TOO_LARGE;
 	}
 	ranges = calloc(n, sizeof(*ranges));
 	indexes = calloc(n, sizeof(*indexes));
@@ -616,12 +620,14 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 	if (rc == 0) {
 		pthread_rwlock_rdlock(&f->io);
 		rc = dlc_store_check_ranges(cache->store, key, ranges, n, &stamp);
+		if (rc == DLC_STORE_CHANGED)
+			rc = DLC_CACHE_CHANGED;         /* nothing proven */
 		pthread_mutex_lock(&cache->lock);
 		pthread_rwlock_unlock(&f->io);
 	} else {
 		pthread_mutex_lock(&cache->lock);
 	}
-	for (size_t k = 0; rc == 0 && k < n; k++) {
+	for (size_t k = 0; rc == DLC_CACHE_CHECKED && k < n; k++) {
 		uint32_t i = indexes[k];
 
 		if (ready_block(cache, ino, i) != f || f->generations[i] != generations[k])
@@ -630,7 +636,7 @@ int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t
 			note_checked(f, i, stamp);
 		} else if (block_path(cache, ino, i, f->block_size, path, sizeof(path)) == 0) {
 			drop_bad_block(cache, f, i, path, -EBADMSG);
-			rc = -EBADMSG;
+			rc = DLC_CACHE_BAD_BLOCK;
 		}
 	}
 	unpin(f);
@@ -642,60 +648,59 @@ out:
 	return rc;
 }
 
-/* Admits ino as a file of blocks; lock held, returns its block_file or NULL
- * (bypassed).  The lock is dropped meanwhile when victims are deleted. */
-static struct block_file *admit_file(struct dlc_cache *cache, uint32_t ino,
-				     const struct dlc_node *node)
+bool dlc_cache_blocks_prepare(struct dlc_cache *cache, uint32_t ino, uint32_t index,
+			      struct dlc_blocks_offer *offer)
 {
+	offer->ino = ino;
+	offer->index = index;
+	offer->node = dlc_snapshot_node(cache->snapshot, ino);
+	return offer->node && cache->block_size &&
+	       block_path(cache, ino, index, cache->block_size, offer->path, sizeof(offer->path)) == 0 &&
+	       data_key(cache, ino, cache->block_size, offer->key, sizeof(offer->key)) == 0;
+}
+
+enum dlc_blocks_admission dlc_cache_blocks_admit(struct dlc_cache *cache,
+						 const struct dlc_blocks_offer *offer, bool room_only)
+{
+	const struct dlc_node *node = offer->node;
+	uint32_t ino = offer->ino;
 	struct block_file *f;
 
+	if (find(cache, ino))
+		return DLC_BLOCKS_ADMITTED;
+	if (room_only &&
+	    dlc_policy_used(cache->policy) + cache->pending_bytes + dlc_store_footprint(node->size) >
+	    dlc_policy_capacity(cache->policy))
+		return DLC_BLOCKS_NO_ROOM;
 	if (!dlc_cache_admitting(cache) || dlc_policy_contains(cache->policy, ino) ||
 	    is_deleting(cache, ino) ||
 	    dlc_policy_admit(cache->policy, ino, dlc_store_footprint(node->size), &cache->victims) <= 0)
-		return NULL;
+		return DLC_BLOCKS_BYPASSED;
 	f = create(cache, ino, cache->block_size, node->size);
 	if (!f) {
 		/* The victims are out of the policy already: they go all the same. */
 		dlc_policy_remove(cache->policy, ino);
-		dlc_cache_carry_out_victims(cache);
-		return NULL;
+		return DLC_BLOCKS_EVICT_FIRST;
 	}
 	cache->hashes[ino] = 1;
 	set_ready(cache, ino, true);
 	dlc_stats_add(cache->stats, DLC_STAT_ADMISSIONS, 1);
-	dlc_cache_carry_out_victims(cache);
-	/* Evicted by another admission while the lock was dropped? */
-	f = find(cache, ino);
-	return f && !f->evicted ? f : NULL;
+	return DLC_BLOCKS_EVICT_FIRST;
 }
 
-/* dlc_cache_block_offer, and with room_only dlc_cache_block_offer_if_room
- * (*made is false when the file was not admitted yet and there was no free
- * room for it: nothing was done). */
-static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, const void *data,
-			uint64_t size, bool room_only, bool *made)
+bool dlc_cache_blocks_write(struct dlc_cache *cache, const struct dlc_blocks_offer *offer,
+			    const void *data, uint64_t size)
 {
-	const struct dlc_node *node = dlc_snapshot_node(cache->snapshot, ino);
-	char path[DLC_SNAPSHOT_PATH_MAX], key[DLC_SNAPSHOT_PATH_MAX];
+	const struct dlc_node *node = offer->node;
+	const char *path = offer->path, *key = offer->key;
+	uint32_t ino = offer->ino, index = offer->index;
 	struct block_file *f;
 	uint64_t hash, before = 0, after = 0;
 	int rc;
 
-	if (!node || !cache->block_size ||
-	    block_path(cache, ino, index, cache->block_size, path, sizeof(path)) < 0 ||
-	    data_key(cache, ino, cache->block_size, key, sizeof(key)) < 0)
-		return false;
-	pthread_mutex_lock(&cache->lock);
+	/* Not admitted, or evicted by another admission while the lock was
+	 * dropped for the victims? */
 	f = find(cache, ino);
-	if (!f && room_only &&
-	    dlc_policy_used(cache->policy) + cache->pending_bytes + dlc_store_footprint(node->size) >
-	    dlc_policy_capacity(cache->policy)) {
-		pthread_mutex_unlock(&cache->lock);
-		*made = false;
-		return false;
-	}
-	if (!f)
-		f = admit_file(cache, ino, node);
 	if (!f || f->evicted || f->block_size != cache->block_size || index >= f->nblocks ||
 	    block_len(f, index) != size || f->state[index] != BLOCK_ABSENT) {
 		bool ready = f && !f->evicted && index < f->nblocks && f->state[index] == BLOCK_READY;
@@ -758,21 +763,4 @@ static bool block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index, c
 	pthread_rwlock_unlock(&f->io);
 	dlc_cache_unlock(cache);
 	return false;
-}
-
-bool dlc_cache_block_offer(struct dlc_cache *cache, uint32_t ino, uint32_t index,
-			   const void *data, uint64_t size)
-{
-	bool made;
-
-	return block_offer(cache, ino, index, data, size, false, &made);
-}
-
-bool dlc_cache_block_offer_if_room(struct dlc_cache *cache, uint32_t ino, uint32_t index,
-				   const void *data, uint64_t size)
-{
-	bool made = true;
-
-	(void)block_offer(cache, ino, index, data, size, true, &made);
-	return made;
 }

@@ -1,7 +1,8 @@
 /*
- * cache_private.h - the cache's state, shared by cache.c (whole files) and
- * cache_blocks.c (blocks of files larger than cache_max_file), and checked
- * by cache_verify.c.  Nothing outside src/cache/ includes it (but the unit
+ * cache_private.h - the cache's state, shared by cache.c (whole files, the
+ * evictions), cache_blocks.c (blocks of files larger than cache_max_file,
+ * behind cache_blocks.h) and cache_admission.c (whether admission is on),
+ * and checked by cache_verify.c.  Nothing outside src/cache/ includes it (but the unit
  * tests, white box).  See cache.c for the INVARIANTS; the block
  * entries' own are in cache_blocks.c.
  */
@@ -118,56 +119,13 @@ static inline void set_ready(struct dlc_cache *cache, uint32_t ino, bool ready)
 	}
 }
 
-/*
- * cache_blocks.c's side of what cache.c does, all called with cache->lock
- * held unless said otherwise.
- */
-
-/* Whether ino is cached as blocks (admitted, or evicted and being deleted). */
-bool dlc_cache_blocks_has(struct dlc_cache *cache, uint32_t ino);
-
-/*
- * ino, cached as blocks, was chosen as a victim (the policy no longer
- * charges it): its ready blocks are counted in pending_bytes for the
- * evictor to delete, its blocks being written for their writers.  Returns
- * the block file the evictor must pass to dlc_cache_blocks_delete_evicted,
- * or NULL when it has nothing to delete.
- */
-struct block_file *dlc_cache_blocks_evict(struct dlc_cache *cache, uint32_t ino);
-
-/* Called WITHOUT the lock: deletes the blocks dlc_cache_blocks_evict left
- * to the evictor, then settles pending_bytes. */
-void dlc_cache_blocks_delete_evicted(struct dlc_cache *cache, struct block_file *file);
-
-/* Deletes every block of ino now, under the lock (restore, out of memory). */
-void dlc_cache_blocks_drop(struct dlc_cache *cache, uint32_t ino);
-
-/*
- * Restore at mount: entry is a block row (its path has the block suffix);
- * returns 1 to keep it, 0 to drop it, -ENOMEM.  *new_ino is set to the
- * inode when this row is the first of its file (the caller then restores
- * the file in the policy), else 0.
- */
-int dlc_cache_blocks_collect(struct dlc_cache *cache, const struct dlc_store_entry *entry,
-			     uint32_t *new_ino);
-
-/* Whether path names a block row. */
-bool dlc_cache_blocks_is_block_path(const char *path);
-
-/* Frees the block table (close). */
-void dlc_cache_blocks_free(struct dlc_cache *cache);
-
-/*
- * Carries out the evictions an admission left in cache->victims: called and
- * returns with the lock held, drops it while files are deleted.
- */
-void dlc_cache_carry_out_victims(struct dlc_cache *cache);
+/* cache_admission.c: what a failed write leaves, asked by every admission. */
 
 /* Whether offers may be admitted now (a paused admission resumes after its
  * 5 s); lock held. */
 bool dlc_cache_admitting(struct dlc_cache *cache);
 
-/* Pauses admission after a failed write (see offer in cache.c); rc < 0. */
+/* Pauses or stops admission after a failed write; rc < 0. */
 void dlc_cache_write_failed(struct dlc_cache *cache, const char *path, int rc);
 
 /*

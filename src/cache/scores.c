@@ -132,11 +132,11 @@ int dlc_scores_load(struct dlc_scores *scores, const char *file, uint64_t snapsh
 		goto out;
 	}
 	if (header.entries != scores->max_ino) {
-		rc = -ESTALE;
+		rc = DLC_SCORES_OTHER_SNAPSHOT;
 		goto out;
 	}
 	if (header.snapshot_id != snapshot_id) {
-		rc = -ESTALE;
+		rc = DLC_SCORES_OTHER_SNAPSHOT;
 		goto out;
 	}
 	values = malloc(((size_t)scores->max_ino + 1) * sizeof(float));

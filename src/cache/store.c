@@ -463,22 +463,24 @@ int dlc_store_read_range(struct dlc_store *store, const char *file, uint64_t off
 	return read_at(store, file, offset, false, buf, size, hash, stamp);
 }
 
-int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp)
+int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp, int *fd_out)
 {
 	char name[NAME_LEN + 1], rel[DATA_PATH_SIZE];
 	struct stat st;
 	int fd;
 
+	*fd_out = -1;
 	entry_name(path, name);
 	dlc_store_data_path(name, rel);
 	fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ELOOP ? -ESTALE : -errno;
+		return errno == ELOOP ? DLC_STORE_CHANGED : -errno;
 	if (fstat(fd, &st) != 0 || stamp_of(&st) != stamp) {
 		close(fd);
-		return -ESTALE;
+		return DLC_STORE_CHANGED;
 	}
-	return fd;
+	*fd_out = fd;
+	return DLC_STORE_SAME;
 }
 
 /*
@@ -782,13 +784,13 @@ int dlc_store_check_ranges(struct dlc_store *store, const char *file,
 	dlc_store_data_path(name, rel);
 	fd = openat(store->dir_fd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ELOOP ? -ESTALE : -errno;
+		return errno == ELOOP ? DLC_STORE_CHANGED : -errno;
 	if (fstat(fd, &st) != 0) {
 		rc = -errno;
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		rc = -ESTALE;
+		rc = DLC_STORE_CHANGED;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -829,7 +831,7 @@ int dlc_store_check_ranges(struct dlc_store *store, const char *file,
 	}
 	/* A change behind the check leaves nothing proven. */
 	if (fstat(fd, &st_after) != 0 || stamp_of(&st_after) != stamp_of(&st))
-		rc = -ESTALE;
+		rc = DLC_STORE_CHANGED;
 	else
 		*stamp = stamp_of(&st);
 out:

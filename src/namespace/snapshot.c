@@ -3,8 +3,8 @@
  * an immutable index and answers lookups, path resolution and paths from it.
  * The file is crawled by snapshot_build.c and written by snapshot_write.c;
  * what only packed snapshots have (chunks, where each file lies) is loaded
- * with the help of snapshot_packed.c into an array of its own, so a tree
- * snapshot pays nothing for it.  snapshot_private.h holds what they share.
+ * here too, into an array of its own, so a tree snapshot pays nothing for
+ * it; snapshot_packed.c answers from it.  snapshot_private.h holds what they share.
  *
  * Load.  One SELECT in inode order fills one array of struct dlc_node
  * (nodes[ino - 1]) and one pool of NUL-terminated names (a symlink's target
@@ -418,6 +418,106 @@ out:
 	return rc;
 }
 
+/* Whether path is relative and canonical: no empty, "." or ".." component. */
+static bool canonical_relative(const char *path)
+{
+	const char *component = path;
+
+	if (!*path)
+		return false;
+	for (;;) {
+		const char *slash = strchr(component, '/');
+		size_t len = slash ? (size_t)(slash - component) : strlen(component);
+
+		if (len == 0 || (component[0] == '.' && (len == 1 || (len == 2 && component[1] == '.'))))
+			return false;
+		if (!slash)
+			return true;
+		component = slash + 1;
+	}
+}
+
+static int chunks_damaged(char **cause, const char *file, const char *detail, int64_t id)
+{
+	dlc_cause_set(cause, "snapshot %s is damaged (chunk %" PRId64 " %s); rebuild it with "
+		      "dlcache pack or dlcache snapshot --tar", file, id, detail);
+	return -EINVAL;
+}
+
+/* Reads the chunks table of a packed snapshot into snapshot->chunks.  0, or
+ * -errno with *cause (the load's sentence). */
+static int load_chunks(struct dlc_snapshot *snapshot, sqlite3 *db, const char *file,
+		       char **cause)
+{
+	struct snapshot_chunks *chunks = calloc(1, sizeof(*chunks));
+	size_t paths_cap = 0, sizes_cap = 0;
+	sqlite3_stmt *stmt = NULL;
+	int rc = 0, src;
+
+	if (!chunks)
+		goto err_oom;
+	snapshot->chunks = chunks;
+	src = sqlite3_prepare_v2(db, "SELECT id, path, size FROM chunks ORDER BY id", -1, &stmt,
+				 NULL);
+	if (src != SQLITE_OK) {
+		dlc_cause_set(cause, "snapshot %s is damaged (%s); rebuild it with dlcache pack "
+			      "or dlcache snapshot --tar", file, sqlite3_errmsg(db));
+		return -EINVAL;
+	}
+	while ((src = sqlite3_step(stmt)) == SQLITE_ROW) {
+		int64_t id = sqlite3_column_int64(stmt, 0);
+		const char *path = (const char *)sqlite3_column_text(stmt, 1);
+		int64_t size = sqlite3_column_int64(stmt, 2);
+
+		if (id != chunks->count || id >= UINT32_MAX) {
+			rc = chunks_damaged(cause, file, "is out of order", id);
+			goto out;
+		}
+		if (!path || strlen(path) != (size_t)sqlite3_column_bytes(stmt, 1) ||
+		    !canonical_relative(path)) {
+			rc = chunks_damaged(cause, file, "has an invalid path", id);
+			goto out;
+		}
+		if (sqlite3_column_type(stmt, 2) != SQLITE_INTEGER || size < 0) {
+			rc = chunks_damaged(cause, file, "has an invalid size", id);
+			goto out;
+		}
+		if (dlc_snapshot_grow_array(&chunks->paths, &paths_cap, chunks->count + 1,
+					    sizeof(*chunks->paths)) < 0 ||
+		    dlc_snapshot_grow_array(&chunks->sizes, &sizes_cap, chunks->count + 1,
+					    sizeof(*chunks->sizes)) < 0 ||
+		    !(chunks->paths[chunks->count] = strdup(path))) {
+			sqlite3_finalize(stmt);
+			goto err_oom;
+		}
+		chunks->sizes[chunks->count++] = (uint64_t)size;
+		chunks->path_bytes += strlen(path) + 1;
+	}
+	if (src != SQLITE_DONE) {
+		rc = dlc_snapshot_sqlite_errno(db);
+		dlc_cause_set(cause, "cannot read snapshot %s: %s", file, sqlite3_errmsg(db));
+	}
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+
+err_oom:
+	dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
+	return -ENOMEM;
+}
+
+static void free_chunks(struct snapshot_chunks *chunks)
+{
+	if (!chunks)
+		return;
+	for (uint32_t i = 0; i < chunks->count; i++)
+		free(chunks->paths[i]);
+	free(chunks->paths);
+	free(chunks->sizes);
+	free(chunks->locations);
+	free(chunks);
+}
+
 /*
  * Reads table versions (absent from snapshots written before it: none).
  * Every row must name a regular file; the text goes into one buffer.
@@ -513,7 +613,7 @@ int dlc_snapshot_load(const char *file, struct dlc_snapshot **out, char **cause)
 	}
 	rc = load_meta(&loader, db, &hint, &packed);
 	if (rc == 0 && packed)
-		rc = dlc_snapshot_load_chunks(snapshot, db, file, cause);
+		rc = load_chunks(snapshot, db, file, cause);
 	if (rc < 0)
 		goto err;
 	/* Presize from the recorded count, but never beyond what the file can
@@ -576,7 +676,7 @@ void dlc_snapshot_free(struct dlc_snapshot *snapshot)
 	free(snapshot->nodes);
 	free(snapshot->pool);
 	free(snapshot->source);
-	dlc_snapshot_free_chunks(snapshot->chunks);
+	free_chunks(snapshot->chunks);
 	free(snapshot->version_at);
 	free(snapshot->versions);
 	free(atomic_load(&snapshot->index));

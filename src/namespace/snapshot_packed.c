@@ -1,7 +1,8 @@
 /*
  * snapshot_packed.c - what only packed snapshots have: the chunks table and
- * where each regular file lies in a chunk (loaded for snapshot.c, answered
- * by dlc_snapshot_chunk), and the .chunks listing.  The packed snapshots
+ * where each regular file lies in a chunk (loaded by snapshot.c with the
+ * rest of the file, answered here by dlc_snapshot_chunk), and the .chunks
+ * listing.  The packed snapshots
  * themselves are written by pack.c and snapshot_tar.c; a packed source
  * reached only through its backend (NFS) has its snapshot copied to the
  * local disk by dlc_snapshot_fetch_packed.
@@ -28,106 +29,8 @@
 #include "snapshot_private.h"
 
 /* ------------------------------------------------------------------------
- * Loading and answering.
+ * Answering.
  */
-
-/* Whether path is relative and canonical: no empty, "." or ".." component. */
-static bool canonical_relative(const char *path)
-{
-	const char *component = path;
-
-	if (!*path)
-		return false;
-	for (;;) {
-		const char *slash = strchr(component, '/');
-		size_t len = slash ? (size_t)(slash - component) : strlen(component);
-
-		if (len == 0 || (component[0] == '.' && (len == 1 || (len == 2 && component[1] == '.'))))
-			return false;
-		if (!slash)
-			return true;
-		component = slash + 1;
-	}
-}
-
-static int chunks_damaged(char **cause, const char *file, const char *detail, int64_t id)
-{
-	dlc_cause_set(cause, "snapshot %s is damaged (chunk %" PRId64 " %s); rebuild it with "
-		      "dlcache pack or dlcache snapshot --tar", file, id, detail);
-	return -EINVAL;
-}
-
-int dlc_snapshot_load_chunks(struct dlc_snapshot *snapshot, sqlite3 *db, const char *file,
-			     char **cause)
-{
-	struct snapshot_chunks *chunks = calloc(1, sizeof(*chunks));
-	size_t paths_cap = 0, sizes_cap = 0;
-	sqlite3_stmt *stmt = NULL;
-	int rc = 0, src;
-
-	if (!chunks)
-		goto err_oom;
-	snapshot->chunks = chunks;
-	src = sqlite3_prepare_v2(db, "SELECT id, path, size FROM chunks ORDER BY id", -1, &stmt,
-				 NULL);
-	if (src != SQLITE_OK) {
-		dlc_cause_set(cause, "snapshot %s is damaged (%s); rebuild it with dlcache pack "
-			      "or dlcache snapshot --tar", file, sqlite3_errmsg(db));
-		return -EINVAL;
-	}
-	while ((src = sqlite3_step(stmt)) == SQLITE_ROW) {
-		int64_t id = sqlite3_column_int64(stmt, 0);
-		const char *path = (const char *)sqlite3_column_text(stmt, 1);
-		int64_t size = sqlite3_column_int64(stmt, 2);
-
-		if (id != chunks->count || id >= UINT32_MAX) {
-			rc = chunks_damaged(cause, file, "is out of order", id);
-			goto out;
-		}
-		if (!path || strlen(path) != (size_t)sqlite3_column_bytes(stmt, 1) ||
-		    !canonical_relative(path)) {
-			rc = chunks_damaged(cause, file, "has an invalid path", id);
-			goto out;
-		}
-		if (sqlite3_column_type(stmt, 2) != SQLITE_INTEGER || size < 0) {
-			rc = chunks_damaged(cause, file, "has an invalid size", id);
-			goto out;
-		}
-		if (dlc_snapshot_grow_array(&chunks->paths, &paths_cap, chunks->count + 1,
-					    sizeof(*chunks->paths)) < 0 ||
-		    dlc_snapshot_grow_array(&chunks->sizes, &sizes_cap, chunks->count + 1,
-					    sizeof(*chunks->sizes)) < 0 ||
-		    !(chunks->paths[chunks->count] = strdup(path))) {
-			sqlite3_finalize(stmt);
-			goto err_oom;
-		}
-		chunks->sizes[chunks->count++] = (uint64_t)size;
-		chunks->path_bytes += strlen(path) + 1;
-	}
-	if (src != SQLITE_DONE) {
-		rc = dlc_snapshot_sqlite_errno(db);
-		dlc_cause_set(cause, "cannot read snapshot %s: %s", file, sqlite3_errmsg(db));
-	}
-out:
-	sqlite3_finalize(stmt);
-	return rc;
-
-err_oom:
-	dlc_cause_set(cause, "out of memory while loading snapshot %s", file);
-	return -ENOMEM;
-}
-
-void dlc_snapshot_free_chunks(struct snapshot_chunks *chunks)
-{
-	if (!chunks)
-		return;
-	for (uint32_t i = 0; i < chunks->count; i++)
-		free(chunks->paths[i]);
-	free(chunks->paths);
-	free(chunks->sizes);
-	free(chunks->locations);
-	free(chunks);
-}
 
 bool dlc_snapshot_packed(const struct dlc_snapshot *snapshot)
 {

@@ -1,9 +1,9 @@
 /*
  * snapshot_private.h - what the files of the snapshot module share and no
  * other module sees: snapshot_build.c crawls, snapshot_write.c writes the
- * file, snapshot.c loads it and answers queries, snapshot_packed.c holds
- * what only packed snapshots have (chunks, member locations), snapshot_tar.c
- * indexes existing tar shards.
+ * file, snapshot.c loads it (a packed one's chunks and member locations
+ * too) and answers queries, snapshot_packed.c answers what only packed
+ * snapshots have, snapshot_tar.c indexes existing tar shards.
  * The helpers are defined in the file named with each.
  */
 #ifndef DLCACHE_SNAPSHOT_PRIVATE_H
@@ -58,14 +58,6 @@ struct dlc_snapshot {
 	_Atomic(uint64_t *) index;   /* slots: hash tag << 32 | ino, 0 = empty */
 	uint64_t index_mask;
 };
-
-/* snapshot_packed.c: reads the chunks table of a packed snapshot into
- * snapshot->chunks.  0, or -errno with *cause (the load's sentence). */
-int dlc_snapshot_load_chunks(struct dlc_snapshot *snapshot, sqlite3 *db, const char *file,
-			     char **cause);
-
-/* snapshot_packed.c: frees snapshot->chunks. */
-void dlc_snapshot_free_chunks(struct snapshot_chunks *chunks);
 
 /* snapshot_write.c: fsyncs the directory holding file (0 where the file
  * system cannot fsync a directory); 0 or -errno. */

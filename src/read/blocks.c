@@ -482,8 +482,8 @@ static bool serve_local(struct dlc_block_reader *reader, uint32_t index, char *d
 	}
 	if (!served && blocks->cache) {
 		if (reader->fd < 0 || reader->fd_index != index) {
-			fd = dlc_cache_block_open_checked(blocks->cache, reader->ino, index);
-			if (fd >= 0) {
+			if (dlc_cache_block_open_checked(blocks->cache, reader->ino, index, &fd) ==
+			    DLC_CACHE_OPENED) {
 				if (reader->fd >= 0)
 					close(reader->fd);
 				reader->fd = fd;

@@ -748,16 +748,16 @@ bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino)
 int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
 {
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
-	int fd;
+	int fd, rc;
 
 	if (!node)
 		return -ENOENT;
 	/* A staged file is dlc_fetch_get's to take. */
 	if (dlc_fetch_is_staged(fetch, ino))
 		return -ESTALE;
-	fd = dlc_cache_open_checked(fetch->cache, ino);
-	if (fd < 0)
-		return fd;
+	rc = dlc_cache_open_checked(fetch->cache, ino, &fd);
+	if (rc != DLC_CACHE_OPENED)
+		return rc < 0 ? rc : -ESTALE;
 	/*
 	 * Only a hit reports the open here: a miss goes on to dlc_fetch_get,
 	 * which reports it as it looks for the file's flight or staged bytes
@@ -987,16 +987,17 @@ static uint64_t whole_check_limit(void)
 
 int dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino, bool check)
 {
-	int rc;
+	int fd, rc;
 
 	if (!fetch->cache)
 		return -ESTALE;
 	if (check) {
 		rc = dlc_cache_blocks_check_whole(fetch->cache, ino, whole_check_limit());
-		if (rc < 0)
+		if (rc != DLC_CACHE_CHECKED)
 			return -ESTALE;
 	}
-	return dlc_cache_blocks_open_whole(fetch->cache, ino);
+	rc = dlc_cache_blocks_open_whole(fetch->cache, ino, &fd);
+	return rc == DLC_CACHE_OPENED ? fd : rc < 0 ? rc : -ESTALE;
 }
 
 void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino)

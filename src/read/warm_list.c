@@ -84,9 +84,9 @@ void dlc_warm_list_clear(struct dlc_warm_list *list)
 
 void dlc_warm_file(struct dlc_cache *cache, struct dlc_stats *stats, uint32_t ino)
 {
-	int fd = dlc_cache_open_checked(cache, ino);
+	int fd;
 
-	if (fd < 0)
+	if (dlc_cache_open_checked(cache, ino, &fd) != DLC_CACHE_OPENED)
 		return;
 	if (posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED) == 0)
 		dlc_stats_add(stats, DLC_STAT_WARMED, 1);

@@ -317,7 +317,7 @@ START_TEST(test_insert_stamp_opens_the_written_file_until_it_changes)
 
 	ck_assert_int_eq(dlc_store_insert(store, "s.jpg", data, 20000, 1, &hash, &stamp), 0);
 	ck_assert_uint_ne(stamp, 0);
-	fd = dlc_store_open_checked(store, "s.jpg", stamp);
+	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp, &fd), DLC_STORE_SAME);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, got, 20000, 0), 20000);
 	ck_assert(memcmp(got, data, 20000) == 0);
@@ -331,13 +331,15 @@ START_TEST(test_insert_stamp_opens_the_written_file_until_it_changes)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pwrite(fd, "Z", 1, 100), 1);
 	close(fd);
-	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp), -ESTALE);
+	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp, &fd), DLC_STORE_CHANGED);
+	ck_assert_int_eq(fd, -1);
 
 	/* A new insert of the path: the old stamp names the old file only. */
 	ck_assert_int_eq(dlc_store_insert(store, "s.jpg", data, 20000, 1, &hash, &read_stamp), 0);
 	ck_assert_uint_ne(read_stamp, stamp);
-	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp), -ESTALE);
-	fd = dlc_store_open_checked(store, "s.jpg", read_stamp);
+	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", stamp, &fd), DLC_STORE_CHANGED);
+	ck_assert_int_eq(fd, -1);
+	ck_assert_int_eq(dlc_store_open_checked(store, "s.jpg", read_stamp, &fd), DLC_STORE_SAME);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	free(data);
@@ -1550,7 +1552,7 @@ START_TEST(test_ranges_share_one_data_file)
 			 -EBADMSG);
 
 	/* The whole file, opened by the last write's stamp, reads as the ranges. */
-	fd = dlc_store_open_checked(store, "big", after);
+	ck_assert_int_eq(dlc_store_open_checked(store, "big", after, &fd), DLC_STORE_SAME);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, got, 3 * RANGE, 0), 3 * RANGE);
 	for (unsigned i = 0; i < 3; i++) {
@@ -1569,7 +1571,7 @@ START_TEST(test_ranges_share_one_data_file)
 	fd = open(file, O_WRONLY);
 	ck_assert_int_eq(pwrite(fd, "x", 1, 5), 1);
 	close(fd);
-	ck_assert_int_eq(dlc_store_open_checked(store, "big", after), -ESTALE);
+	ck_assert_int_eq(dlc_store_open_checked(store, "big", after, &fd), DLC_STORE_CHANGED);
 	insert_range_ok(store, 0, &before, &after);
 	ck_assert_uint_ne(before, prev);
 	free(got);

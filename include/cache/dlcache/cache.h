@@ -142,13 +142,26 @@ typedef void (*dlc_cache_drop_hook)(void *arg, uint32_t ino);
 void dlc_cache_set_drop_hook(struct dlc_cache *cache, dlc_cache_drop_hook drop, void *arg);
 
 /*
+ * What an open of a cached copy without reading it found
+ * (dlc_cache_open_checked, dlc_cache_block_open_checked,
+ * dlc_cache_blocks_open_whole): an outcome the caller acts on; errors that
+ * are errors (out of descriptors, ...) are -errno.
+ */
+enum dlc_cache_open {
+	DLC_CACHE_OPENED = 0,   /* *fd is open on bytes checked in this mount */
+	DLC_CACHE_UNCHECKED,    /* not checked yet, changed or gone since, or not
+				 * cached: read it (dlc_cache_read, by blocks) */
+};
+
+/*
  * Opens the cached copy of ino for reading by range, without reading it,
  * when its bytes were checked by dlc_cache_read earlier in this mount and
- * the file has not changed since (dlc_store_open_checked).  Returns the fd;
- * -ESTALE when the caller must go through dlc_cache_read (not checked yet,
- * changed, gone, or not cached).
+ * the file has not changed since (dlc_store_open_checked).  Returns
+ * DLC_CACHE_OPENED with *fd open; DLC_CACHE_UNCHECKED when the caller must
+ * go through dlc_cache_read (not checked yet, changed, gone, or not
+ * cached); other -errno.  *fd is -1 unless opened.
  */
-int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino);
+int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino, int *fd);
 
 /* Tells the policy that ino was served from the cache (lru recency). */
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
@@ -205,28 +218,38 @@ bool dlc_cache_block_checked(struct dlc_cache *cache, uint32_t ino, uint32_t ind
 int dlc_cache_block_read(struct dlc_cache *cache, uint32_t ino, uint32_t index, void *buf,
 			 uint64_t size);
 
-/* An fd on the data file of ino, whose block index (at index * block_size)
- * was checked by dlc_cache_block_read or written earlier in this mount and
- * is unchanged since; -ESTALE otherwise. */
-int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index);
+/* DLC_CACHE_OPENED with *fd on the data file of ino, whose block index (at
+ * index * block_size) was checked by dlc_cache_block_read or written
+ * earlier in this mount and is unchanged since; DLC_CACHE_UNCHECKED
+ * otherwise; other -errno. */
+int dlc_cache_block_open_checked(struct dlc_cache *cache, uint32_t ino, uint32_t index, int *fd);
 
 /*
- * The whole of a large file from the cache: an fd on its data file (the
- * file's exact bytes) when every block is ready and checked in this mount
- * and the data file has not changed since, for the open to pass through or
- * splice as a whole file's; -ESTALE otherwise.
+ * The whole of a large file from the cache: DLC_CACHE_OPENED with *fd on
+ * its data file (the file's exact bytes) when every block is ready and
+ * checked in this mount and the data file has not changed since, for the
+ * open to pass through or splice as a whole file's; DLC_CACHE_UNCHECKED
+ * otherwise; other -errno.
  */
-int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino);
+int dlc_cache_blocks_open_whole(struct dlc_cache *cache, uint32_t ino, int *fd);
+
+/* What dlc_cache_blocks_check_whole found: outcomes, not errors. */
+enum dlc_cache_check {
+	DLC_CACHE_CHECKED = 0,  /* every block is checked in this mount now */
+	DLC_CACHE_INCOMPLETE,   /* ino is not complete in the cache */
+	DLC_CACHE_TOO_LARGE,    /* more than max_bytes to read: the blocks are
+				 * checked as they are read */
+	DLC_CACHE_BAD_BLOCK,    /* a block was bad: dropped and counted as
+				 * corrupt; the file is read by blocks, that one
+				 * from the source again */
+	DLC_CACHE_CHANGED,      /* the data file changed meanwhile */
+};
 
 /*
  * Checks the blocks of ino not checked yet in this mount, when every block
  * is ready, reading them through the page cache (which the kernel then
- * serves from).  0 when all are checked now; -ENOENT when ino is not
- * complete in the cache; -EFBIG when more than max_bytes would be read (the
- * blocks are then checked as they are read); -EBADMSG when some block was
- * bad (dropped and counted as corrupt: the file is read by blocks, and that
- * one comes from the source again); -ESTALE when the data file changed
- * meanwhile; other -errno.
+ * serves from).  An enum dlc_cache_check, or -errno (out of memory, the
+ * data file unreadable).
  */
 int dlc_cache_blocks_check_whole(struct dlc_cache *cache, uint32_t ino, uint64_t max_bytes);
 

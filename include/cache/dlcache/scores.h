@@ -36,8 +36,15 @@ void dlc_scores_reset(struct dlc_scores *scores);
 /* 0, or -errno from the file system. */
 int dlc_scores_save(const struct dlc_scores *scores, const char *file, uint64_t snapshot_id);
 
-/* 0; -ENOENT (no file), -ESTALE (saved for another snapshot), -EBADMSG
- * (damaged: wrong magic, size or checksum); the scores are unchanged on error. */
+/* What dlc_scores_load found, other than an error. */
+enum dlc_scores_loaded {
+	DLC_SCORES_LOADED = 0,          /* the scores are the file's */
+	DLC_SCORES_OTHER_SNAPSHOT,      /* saved for another snapshot: unchanged */
+};
+
+/* An enum dlc_scores_loaded; -ENOENT (no file), -EBADMSG (damaged: wrong
+ * magic, size or checksum), other -errno; the scores are unchanged unless
+ * loaded. */
 int dlc_scores_load(struct dlc_scores *scores, const char *file, uint64_t snapshot_id);
 
 #endif

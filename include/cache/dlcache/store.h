@@ -83,6 +83,15 @@ int dlc_store_load(struct dlc_store *store,
 #define DLC_STORE_DIRECT_ALIGN 4096u
 #define DLC_STORE_DIRECT_MIN (256u << 10)
 
+/*
+ * Whether a cached file is still the one a stamp names (below): an outcome
+ * the caller acts on, not an error (errors are -errno).
+ */
+enum dlc_store_stamp {
+	DLC_STORE_SAME = 0,     /* the file is as the stamp says */
+	DLC_STORE_CHANGED,      /* written, cut or replaced since: read it again */
+};
+
 int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_t size,
 		   uint64_t hash, uint64_t *stamp);
 
@@ -92,10 +101,11 @@ int dlc_store_read(struct dlc_store *store, const char *path, void *buf, uint64_
  * and ctime, which change whenever anything writes, truncates or replaces the
  * file.  dlc_store_open_checked opens path's cached copy (or, path being a
  * ranges' file key, their shared data file) for reading by range without
- * reading it, if its stamp is still stamp: returns the fd, or -ESTALE
- * (changed since it was checked: read it whole again), -ENOENT.
+ * reading it, if its stamp is still stamp: returns DLC_STORE_SAME with *fd
+ * open on it, DLC_STORE_CHANGED (changed since it was checked: read it
+ * whole again; *fd is -1), -ENOENT, other -errno.
  */
-int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp);
+int dlc_store_open_checked(struct dlc_store *store, const char *path, uint64_t stamp, int *fd);
 
 /*
  * Caches size bytes of data for path (crash-safe, see DESIGN).  Stores the
@@ -160,8 +170,9 @@ int dlc_store_read_range(struct dlc_store *store, const char *file, uint64_t off
  * Checks n ranges of file's data file, read through the page cache:
  * ranges[i].ok tells whether the file holds range i with its hash.  The pages read stay in the page cache, for the kernel to serve
  * from next (the whole-file open of a large file).  *stamp is the data
- * file's, the same before and after the check.  0; -ESTALE when the file
- * changed during the check; -ENOENT; other -errno.
+ * file's, the same before and after the check.  DLC_STORE_SAME (0);
+ * DLC_STORE_CHANGED when the file changed during the check (nothing is
+ * proven); -ENOENT; other -errno.
  */
 struct dlc_store_range {
 	uint64_t offset;

@@ -944,7 +944,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 			if (reply && dlc_fetch_try_read_direct(fs_of(req)->context->fetch, h->direct,
 							       reply->data, size, (uint64_t)off, &n)) {
-				fuse_reply_buf(req, (const char *)reply->data, (size_t)n);
+				if (n < 0)
+					fuse_reply_err(req, (int)-n);
+				else
+					fuse_reply_buf(req, (const char *)reply->data, (size_t)n);
 				dlc_blob_put(reply);
 				dlc_budget_release(budget, size);
 				return;

@@ -716,8 +716,16 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
 
 		/* serve_local takes a landed readahead too. */
-		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n))
-			return false;
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			/* The kernel reading a failed page again, at once, in a
+			 * request with a fresh deadline (failed_files.h): answered
+			 * here, before it queues behind the source's hung calls
+			 * (whose hold would run out meanwhile). */
+			if (!dlc_failed_files_recent(&blocks->failed, reader->ino))
+				return false;
+			*count = -EIO;
+			return true;
+		}
 		pos += n;
 	}
 	*count = (ssize_t)(end - off);

@@ -719,7 +719,12 @@ static void read_from_source(struct source_wait *w)
 	struct dlc_blob *buf;
 	ssize_t n;
 
-	dlc_budget_acquire(budget, w->size);
+	/* No room for the reply by the request's deadline: it fails. */
+	if (dlc_budget_acquire_by(budget, w->size, dlc_deadline_get()) < 0) {
+		if (dlc_pending_claim(&w->pending))
+			fuse_reply_err(w->pending.req, ENOMEM);
+		return;
+	}
 	buf = reply_buffer(w->fs, w->size);
 	n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino, w->h->direct,
 					buf->data, w->size, (uint64_t)w->off)

@@ -293,6 +293,46 @@ test_many_large_misses_stay_within_memory_limit() {
 	rm -rf "$SRC/large"
 }
 
+# A miss that must wait for memory waits at most until its deadline: with
+# four 4 MiB files held open in memory_limit=16M, the open of a fifth
+# fails with ENOMEM after source_timeout instead of waiting for a close
+# that may never come (it waited for ever); after a close, it opens.
+test_a_miss_waits_for_memory_only_until_its_deadline() {
+	ALLOWED_LOG='^$'
+	mkdir -p "$SRC/held"
+	for i in 0 1 2 3 4; do head -c $(((4 << 20) - 4096)) /dev/urandom >"$SRC/held/$i.bin"; done
+	start_daemon "refresh,memory_limit=16M,cache_max_file=4M,source_timeout=2s"
+	local pid
+	python3 - "$MNT/held" 3.0 >"$WORK/held.out" <<'PY' &
+import errno, os, sys, time
+root, limit = sys.argv[1], float(sys.argv[2])
+held = [os.open(os.path.join(root, "%d.bin" % i), os.O_RDONLY) for i in range(4)]
+start = time.monotonic()
+try:
+    os.close(os.open(os.path.join(root, "4.bin"), os.O_RDONLY))
+    sys.exit("the fifth file opened with four held in memory_limit=16M")
+except OSError as e:
+    took = time.monotonic() - start
+    print("   the fifth open: %.2f s (%s)" % (took, os.strerror(e.errno)))
+    if e.errno != errno.ENOMEM or took > limit:
+        sys.exit(1)
+os.close(held.pop())
+with open(os.path.join(root, "4.bin"), "rb") as f:
+    if len(f.read()) != (4 << 20) - 4096:
+        sys.exit("the fifth file after a close")
+for fd in held:
+    os.close(fd)
+PY
+	pid=$!
+	# A miss that waits for ever: the cleanup stops the daemon, which ends it.
+	wait_gone "$pid" 10 "the fifth open"
+	wait "$pid" || { cat "$WORK/held.out"; fail "a miss waited for memory past its deadline"; }
+	cat "$WORK/held.out"
+	[ "$(stat_value memory.peak)" -le $((16 << 20)) ] || fail "memory peak $(stat_value memory.peak)"
+	stop_daemon
+	rm -rf "$SRC/held"
+}
+
 # .cached grows with the cache (about 50 MB for a million files): each open
 # renders it, in memory taken from memory_limit.  Opens held past the limit
 # fail with ENOMEM instead of growing the daemon.

@@ -52,7 +52,9 @@
  * goes on for the others; flights.c), its source calls end by it, so a
  * failed readahead or head read is read again only with the time the
  * request has left, and a file whose read failed for time fails its next
- * source reads at once for a second (failed_files.h).  Source timeouts stay
+ * source reads at once for a second (failed_files.h), on the FUSE thread
+ * already (dlc_blocks_try_read), so that the kernel's re-read of the failed
+ * page does not queue behind hung calls with a deadline of its own.  Source timeouts stay
  * -ETIMEDOUT up to here (a flight's too); the reply is -EIO.
  *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's

@@ -27,6 +27,7 @@
 #include <errno.h>
 
 #include "dlcache/budget.h"
+#include "dlcache/deadline.h"
 #include "dlcache/verify.h"
 
 #ifndef NDEBUG
@@ -50,10 +51,15 @@ static void unlock(struct dlc_budget *budget)
 	pthread_mutex_unlock(&budget->lock);
 }
 
-static void wait_returned(struct dlc_budget *budget)
+/* With until 0 for ever; false when until (CLOCK_MONOTONIC) came first. */
+static bool wait_returned(struct dlc_budget *budget, uint64_t until)
 {
+	struct timespec at = dlc_deadline_timespec(until);
+
 	DLC_VERIFY(verify_locked(budget));
-	pthread_cond_wait(&budget->returned, &budget->lock);
+	if (!until)
+		return pthread_cond_wait(&budget->returned, &budget->lock) == 0;
+	return pthread_cond_timedwait(&budget->returned, &budget->lock, &at) != ETIMEDOUT;
 }
 
 int dlc_budget_verify(struct dlc_budget *budget)
@@ -69,7 +75,7 @@ int dlc_budget_verify(struct dlc_budget *budget)
 void dlc_budget_init(struct dlc_budget *budget, uint64_t limit)
 {
 	pthread_mutex_init(&budget->lock, NULL);
-	pthread_cond_init(&budget->returned, NULL);
+	dlc_deadline_cond_init(&budget->returned);
 	budget->limit = limit;
 	budget->used = budget->peak = budget->waits = 0;
 }
@@ -94,27 +100,39 @@ static void take(struct dlc_budget *budget, uint64_t bytes)
 
 void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes)
 {
+	(void)dlc_budget_acquire_by(budget, bytes, 0);
+}
+
+int dlc_budget_acquire_by(struct dlc_budget *budget, uint64_t bytes, uint64_t deadline_ns)
+{
 	bool waited = false;
 
 	if (!budget)
-		return;
+		return 0;
 	/* The rule (budget.h): a thread holding budget never waits for more. */
 	assert(work_held.budget == NULL);
+	pthread_mutex_lock(&budget->lock);
+	while (!fits(budget, bytes, budget->limit) && !(bytes > budget->limit && budget->used == 0)) {
+		waited = true;
+		/* Woken at the deadline, it looks once more before it leaves. */
+		if (!wait_returned(budget, deadline_ns) && !fits(budget, bytes, budget->limit) &&
+		    !(bytes > budget->limit && budget->used == 0)) {
+			budget->waits++;
+			unlock(budget);
+			return -ETIMEDOUT;
+		}
+	}
+	if (waited)
+		budget->waits++;
+	take(budget, bytes);
+	unlock(budget);
 #ifndef NDEBUG
 	if (bytes > 0) {
 		work_held.budget = budget;
 		work_held.bytes = bytes;
 	}
 #endif
-	pthread_mutex_lock(&budget->lock);
-	while (!fits(budget, bytes, budget->limit) && !(bytes > budget->limit && budget->used == 0)) {
-		waited = true;
-		wait_returned(budget);
-	}
-	if (waited)
-		budget->waits++;
-	take(budget, bytes);
-	unlock(budget);
+	return 0;
 }
 
 void dlc_budget_keep(struct dlc_budget *budget, uint64_t bytes)

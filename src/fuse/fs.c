@@ -719,7 +719,12 @@ static void read_from_source(struct source_wait *w)
 	struct dlc_blob *buf;
 	ssize_t n;
 
-	dlc_budget_acquire(budget, w->size);
+	/* No room for the reply by the request's deadline: it fails. */
+	if (dlc_budget_acquire_by(budget, w->size, dlc_deadline_get()) < 0) {
+		if (dlc_pending_claim(&w->pending))
+			fuse_reply_err(w->pending.req, ENOMEM);
+		return;
+	}
 	buf = reply_buffer(w->fs, w->size);
 	n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino, w->h->direct,
 					buf->data, w->size, (uint64_t)w->off)
@@ -944,7 +949,10 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 			if (reply && dlc_fetch_try_read_direct(fs_of(req)->context->fetch, h->direct,
 							       reply->data, size, (uint64_t)off, &n)) {
-				fuse_reply_buf(req, (const char *)reply->data, (size_t)n);
+				if (n < 0)
+					fuse_reply_err(req, (int)-n);
+				else
+					fuse_reply_buf(req, (const char *)reply->data, (size_t)n);
 				dlc_blob_put(reply);
 				dlc_budget_release(budget, size);
 				return;

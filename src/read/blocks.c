@@ -52,7 +52,9 @@
  * goes on for the others; flights.c), its source calls end by it, so a
  * failed readahead or head read is read again only with the time the
  * request has left, and a file whose read failed for time fails its next
- * source reads at once for a second (failed_files.h).  Source timeouts stay
+ * source reads at once for a second (failed_files.h), on the FUSE thread
+ * already (dlc_blocks_try_read), so that the kernel's re-read of the failed
+ * page does not queue behind hung calls with a deadline of its own.  Source timeouts stay
  * -ETIMEDOUT up to here (a flight's too); the reply is -EIO.
  *
  * INVARIANTS.  blocks->lock guards the flight list and every flight's
@@ -716,8 +718,16 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 		size_t n = (size_t)((block_end < end ? block_end : end) - pos);
 
 		/* serve_local takes a landed readahead too. */
-		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n))
-			return false;
+		if (!serve_local(reader, index, (char *)buf + (pos - off), in_block, n)) {
+			/* The kernel reading a failed page again, at once, in a
+			 * request with a fresh deadline (failed_files.h): answered
+			 * here, before it queues behind the source's hung calls
+			 * (whose hold would run out meanwhile). */
+			if (!dlc_failed_files_recent(&blocks->failed, reader->ino))
+				return false;
+			*count = -EIO;
+			return true;
+		}
 		pos += n;
 	}
 	*count = (ssize_t)(end - off);

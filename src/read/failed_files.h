@@ -9,7 +9,9 @@
  * tests/bench/soak.sh).  "For time": a source call or a flight that timed
  * out, or a request whose deadline passed before it could start
  * (deadline.h); a source error that came at once is not noted, a retry
- * costs no wait.  The last DLC_FAILED_FILES such files are kept.  Locked
+ * costs no wait.  Looked up before a read queues for the source (on the
+ * FUSE thread) and again when it runs.  The last DLC_FAILED_FILES such
+ * files are kept.  Locked
  * by its own mutex, a leaf (nothing is taken under it).  Private to
  * src/read/.
  */

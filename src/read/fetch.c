@@ -122,14 +122,16 @@ static void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond);
 
 /*
  * A blob of size bytes, with room for one more (see read_source), drawn
- * from the fetcher's budget: waits for room, the thread's work charge
- * (budget.h) until it puts the blob or keeps it (keep_blob).
+ * from the fetcher's budget: waits for room, until the request's deadline
+ * at most (deadline.h; NULL then), the thread's work charge (budget.h)
+ * until it puts the blob or keeps it (keep_blob).
  */
 static struct dlc_blob *blob_new(struct dlc_fetch *fetch, uint64_t size)
 {
 	struct dlc_blob *blob;
 
-	dlc_budget_acquire(fetch->budget, size);
+	if (dlc_budget_acquire_by(fetch->budget, size, dlc_deadline_get()) < 0)
+		return NULL;
 	blob = dlc_blob_alloc(size);
 	if (!blob) {
 		dlc_budget_release(fetch->budget, size);

@@ -213,6 +213,63 @@ PY
 	rm -rf "$SRC/hung"
 }
 
+# The kernel answers a failed read of a page by reading it again at once,
+# in a request of its own, for every reader waiting on that page (a second
+# reader of the file too), and that request arrives with a fresh deadline.
+# It must fail at once (the file failed for time a moment ago), before it
+# queues behind the source: with one source thread busy with another
+# request's hung call, it used to wait there until the hold had run out and
+# then start a source call of its own (4 s for a read with source_timeout=2s).
+test_a_reread_of_a_failed_page_does_not_queue_behind_the_source() {
+	ALLOWED_LOG='did not answer within 2 s|cannot (read|open) .* (from|on) the source: Connection timed out|read from the source failed'
+	mkdir -p "$SRC/reread"
+	head -c $((6 << 20)) /dev/urandom >"$SRC/reread/large.bin"
+	head -c 20000 /dev/urandom >"$SRC/reread/small.bin"
+	"$DLCACHE" snapshot "$SRC" -o "$WORK/reread.db" >/dev/null
+	start_daemon "snapshot=$WORK/reread.db,cache_max_file=1M,source_threads=1,source_delay=3s,source_timeout=2s"
+	python3 - "$MNT/reread" 3.0 <<'PY' || fail "a call waited longer than source_timeout + 1 s"
+import os, sys, threading, time
+root, limit = sys.argv[1], float(sys.argv[2])
+took = {}
+def timed(name, call):
+    start = time.monotonic()
+    try:
+        call()
+        outcome = "ok"
+    except OSError as e:
+        outcome = os.strerror(e.errno)
+    took[name] = (time.monotonic() - start, outcome)
+large = os.path.join(root, "large.bin")
+fds = [os.open(large, os.O_RDONLY) for _ in range(2)]
+# Reader 0's read times out at 2 s; reader 1 waits on the same page from
+# 0.5 s; the small file's open, at 1.9 s, holds the one source thread from
+# 2 s to 3.9 s, when the page's new reads come.
+threads = [threading.Thread(target=timed, args=("reader %d's read of the large file" % i,
+                                                lambda fd=fd: os.pread(fd, 65536, 0)))
+           for i, fd in enumerate(fds)]
+threads.append(threading.Thread(target=timed, args=("the open of the small file",
+    lambda: os.close(os.open(os.path.join(root, "small.bin"), os.O_RDONLY)))))
+begin = time.monotonic()
+for t, at in zip(threads, (0.0, 0.5, 1.9)):
+    time.sleep(max(0.0, begin + at - time.monotonic()))
+    t.start()
+for t in threads:
+    t.join()
+for fd in fds:
+    os.close(fd)
+bad = False
+for name, (seconds, outcome) in sorted(took.items()):
+    print("   %s: %.2f s (%s)" % (name, seconds, outcome))
+    bad |= seconds > limit
+sys.exit(1 if bad else 0)
+PY
+	within 3 "reading .stats" cat "$MNT/.stats"
+	# The abandoned calls end when their 3 s are up; then unmount.
+	sleep 3
+	stop_daemon
+	rm -rf "$SRC/reread"
+}
+
 test_many_large_misses_stay_within_memory_limit() {
 	ALLOWED_LOG='^$'
 	mkdir -p "$SRC/large"
@@ -234,6 +291,46 @@ test_many_large_misses_stay_within_memory_limit() {
 	[ "$(stat_value memory.waits)" -ge 1 ] || fail "no miss waited for memory"
 	expect_eq "memory held with every file closed" "$(stat_value memory.used)" 0
 	rm -rf "$SRC/large"
+}
+
+# A miss that must wait for memory waits at most until its deadline: with
+# four 4 MiB files held open in memory_limit=16M, the open of a fifth
+# fails with ENOMEM after source_timeout instead of waiting for a close
+# that may never come (it waited for ever); after a close, it opens.
+test_a_miss_waits_for_memory_only_until_its_deadline() {
+	ALLOWED_LOG='^$'
+	mkdir -p "$SRC/held"
+	for i in 0 1 2 3 4; do head -c $(((4 << 20) - 4096)) /dev/urandom >"$SRC/held/$i.bin"; done
+	start_daemon "refresh,memory_limit=16M,cache_max_file=4M,source_timeout=2s"
+	local pid
+	python3 - "$MNT/held" 3.0 >"$WORK/held.out" <<'PY' &
+import errno, os, sys, time
+root, limit = sys.argv[1], float(sys.argv[2])
+held = [os.open(os.path.join(root, "%d.bin" % i), os.O_RDONLY) for i in range(4)]
+start = time.monotonic()
+try:
+    os.close(os.open(os.path.join(root, "4.bin"), os.O_RDONLY))
+    sys.exit("the fifth file opened with four held in memory_limit=16M")
+except OSError as e:
+    took = time.monotonic() - start
+    print("   the fifth open: %.2f s (%s)" % (took, os.strerror(e.errno)))
+    if e.errno != errno.ENOMEM or took > limit:
+        sys.exit(1)
+os.close(held.pop())
+with open(os.path.join(root, "4.bin"), "rb") as f:
+    if len(f.read()) != (4 << 20) - 4096:
+        sys.exit("the fifth file after a close")
+for fd in held:
+    os.close(fd)
+PY
+	pid=$!
+	# A miss that waits for ever: the cleanup stops the daemon, which ends it.
+	wait_gone "$pid" 10 "the fifth open"
+	wait "$pid" || { cat "$WORK/held.out"; fail "a miss waited for memory past its deadline"; }
+	cat "$WORK/held.out"
+	[ "$(stat_value memory.peak)" -le $((16 << 20)) ] || fail "memory peak $(stat_value memory.peak)"
+	stop_daemon
+	rm -rf "$SRC/held"
 }
 
 # .cached grows with the cache (about 50 MB for a million files): each open

@@ -1,8 +1,9 @@
 /*
  * check_budget.c - the memory budget: what fits is taken at once, what does
- * not waits until bytes come back, optional work never waits and stops at
- * its ceiling, one request larger than the limit passes only alone, and the
- * peak and wait counts say what happened.  The rule (budget.h): a thread
+ * not waits until bytes come back (until a request's deadline at most),
+ * optional work never waits and stops at its ceiling, one request larger
+ * than the limit passes only alone, and the peak and wait counts say what
+ * happened.  The rule (budget.h): a thread
  * holding a work charge that asks for another aborts in debug builds
  * instead of waiting for ever; a charge kept or given back frees the thread
  * to wait again; and streams that keep memory only without waiting, with
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "dlcache/budget.h"
+#include "dlcache/deadline.h"
 
 static struct dlc_budget budget;
 
@@ -124,6 +126,45 @@ START_TEST(a_request_that_does_not_fit_waits_for_bytes_to_come_back)
 	ck_assert_uint_eq(gauges().used, 90);
 	ck_assert_uint_eq(gauges().waits, 1);
 	ck_assert_uint_le(gauges().peak, 100);
+}
+END_TEST
+
+static void *release_later(void *arg)
+{
+	(void)arg;
+	pause_ms(50);
+	dlc_budget_release(&budget, 20);
+	return NULL;
+}
+
+/* A request's wait ends at its deadline with nothing taken, the thread free
+ * to ask again; room that comes back before the deadline is taken. */
+START_TEST(a_wait_for_memory_ends_at_its_deadline)
+{
+	uint64_t start;
+	pthread_t thread;
+
+	dlc_budget_acquire(&budget, 80);
+	dlc_budget_keep(&budget, 80);
+	start = dlc_deadline_now();
+	ck_assert_int_eq(dlc_budget_acquire_by(&budget, 30, start + 200000000ULL), -ETIMEDOUT);
+	ck_assert_uint_ge(dlc_deadline_now() - start, 200000000ULL);
+	ck_assert_uint_lt(dlc_deadline_now() - start, 2000000000ULL);
+	ck_assert_uint_eq(gauges().used, 80);
+	ck_assert_uint_eq(gauges().waits, 1);
+	/* Past its deadline, a request that fits is still served at once. */
+	ck_assert_int_eq(dlc_budget_acquire_by(&budget, 20, start), 0);
+	ck_assert_uint_eq(gauges().used, 100);
+	dlc_budget_release(&budget, 20);
+	dlc_budget_acquire(&budget, 20);
+	dlc_budget_keep(&budget, 20);
+	pthread_create(&thread, NULL, release_later, NULL);
+	ck_assert_int_eq(dlc_budget_acquire_by(&budget, 20, dlc_deadline_now() + 5000000000ULL), 0);
+	pthread_join(thread, NULL);
+	ck_assert_uint_eq(gauges().used, 100);
+	ck_assert_uint_eq(gauges().waits, 2);
+	dlc_budget_release(&budget, 20);
+	dlc_budget_release(&budget, 80);
 }
 END_TEST
 
@@ -291,6 +332,7 @@ int main(void)
 	tcase_add_test(tc, what_fits_is_taken_and_given_back);
 	tcase_add_test(tc, optional_work_stops_at_its_ceiling_without_waiting);
 	tcase_add_test(tc, a_request_that_does_not_fit_waits_for_bytes_to_come_back);
+	tcase_add_test(tc, a_wait_for_memory_ends_at_its_deadline);
 	tcase_add_test(tc, a_request_over_the_limit_passes_only_alone);
 	tcase_add_test(tc, no_budget_takes_nothing);
 	tcase_add_test(tc, kept_memory_stops_at_half_the_limit);

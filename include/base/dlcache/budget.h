@@ -33,7 +33,8 @@
  * cache_max_file, block_size and replies at or below a quarter), so each
  * waiter gets through.  (One wait is the reader's own doing: a process that
  * keeps whole files open while it opens more, until their bytes fill the
- * limit, waits for its own closes; see DESIGN.md, "Memory".)  Debug builds check the first half of the rule: a
+ * limit, waits for its own closes, until its request's deadline at most:
+ * dlc_budget_acquire_by; see DESIGN.md, "Memory".)  Debug builds check the first half of the rule: a
  * thread that holds a work charge and asks for another aborts (a check of
  * the calls made, not a proof; tests/unit/check_budget.c).
  */
@@ -70,6 +71,16 @@ void dlc_budget_destroy(struct dlc_budget *budget);
  * nothing.
  */
 void dlc_budget_acquire(struct dlc_budget *budget, uint64_t bytes);
+
+/*
+ * dlc_budget_acquire that waits no later than deadline_ns (CLOCK_MONOTONIC,
+ * deadline.h; 0: no deadline): 0 with the bytes taken, or -ETIMEDOUT with
+ * nothing taken (and the thread holding no work charge) when they did not
+ * fit by then (counted in waits).  What a request waits for is bounded by
+ * its deadline (source_timeout): a miss or a read reply that finds no room
+ * in time fails rather than wait for a close that may never come.
+ */
+int dlc_budget_acquire_by(struct dlc_budget *budget, uint64_t bytes, uint64_t deadline_ns);
 
 /*
  * The calling thread's work charge of bytes now belongs to something that

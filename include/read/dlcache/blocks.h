@@ -97,8 +97,11 @@ ssize_t dlc_blocks_read(struct dlc_block_reader *reader, void *buf, size_t len, 
 /*
  * The same without waiting: true with *count when every byte asked for was
  * at hand (blocks in the reader's memory, checked cache files, readahead
- * landed); false when a block must be waited for (call dlc_blocks_read from
- * a thread that may wait).  Also moves the readahead window on.
+ * landed), or with *count -EIO when a block is not and the file's source
+ * read failed for time a moment ago (the kernel reading a failed page
+ * again: it fails at once, as dlc_blocks_read would); false when a block
+ * must be waited for (call dlc_blocks_read from a thread that may wait).
+ * Also moves the readahead window on.
  */
 bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len, uint64_t off,
 			 ssize_t *count);

@@ -148,7 +148,8 @@ int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_bloc
 ssize_t dlc_fetch_read_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader *reader,
 			      void *buf, size_t len, uint64_t off);
 /* The same without waiting (dlc_blocks_try_read): false when the read must
- * go to a thread that may wait on the source. */
+ * go to a thread that may wait on the source; true with *count the count or
+ * -EIO. */
 bool dlc_fetch_try_read_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader,
 			       void *buf, size_t len, uint64_t off, ssize_t *count);
 void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *reader);

@@ -1053,7 +1053,8 @@ void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *re
  * announcement, each entry announced at its number, later or opened (0);
  * staged files in their slots, with bytes and a position, staged_bytes
  * their sum; the readers' position; nothing planned or staged without the
- * announced table, nor planned once stopping; the warm list in its slots.
+ * announced table, nor planned once stopping; the warm list in its slots,
+ * in announced order.
  */
 static void unlock(struct dlc_fetch *fetch)
 {

@@ -1,8 +1,8 @@
 /*
  * fetch_verify.c - the fetcher's invariants checked (fetch.c's INVARIANTS):
  * the flight list, the plan ring and its numbering, the staged files and
- * their bytes, the reader's position and the warm list.  Reads the state
- * only; the caller holds fetch->lock.
+ * their bytes, the reader's position and the warm list (in announced
+ * order).  Reads the state only; the caller holds fetch->lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,6 +43,9 @@ int dlc_fetch_verify_locked(const struct dlc_fetch *fetch)
 			return -EUCLEAN;
 		bytes += st->blob->size;
 	}
+	for (unsigned i = 1; i < warm->count && warm->size > 0; i++)
+		if (warm->seq[(warm->head + i - 1) % warm->size] >= warm->seq[(warm->head + i) % warm->size])
+			return -EUCLEAN;
 	return bytes != fetch->staged_bytes || fetch->window == 0 ||
 	       fetch->reader_seq > fetch->next_seq ||
 	       atomic_load_explicit(&fetch->planning, memory_order_relaxed) != (fetch->announced != NULL) ||

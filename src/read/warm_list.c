@@ -52,12 +52,25 @@ void dlc_warm_list_unkeep(struct dlc_warm_list *list)
 
 void dlc_warm_list_push_kept(struct dlc_warm_list *list, uint32_t ino, uint64_t seq)
 {
-	unsigned tail = (list->head + list->count) % list->size;
+	unsigned at = list->count;
 
 	assert(list->kept > 0 && list->count < list->size);
 	list->kept--;
-	list->ino[tail] = ino;
-	list->seq[tail] = seq;
+	/* Workers push in the order their cache checks end, not the order they
+	 * took the entries: later ones move up a slot (a few at most, one per
+	 * other worker), else an earlier hit would wait behind one not yet due,
+	 * and be never read ahead. */
+	for (; at > 0; at--) {
+		unsigned prev = (list->head + at - 1) % list->size;
+		unsigned slot = (list->head + at) % list->size;
+
+		if (list->seq[prev] < seq)
+			break;
+		list->ino[slot] = list->ino[prev];
+		list->seq[slot] = list->seq[prev];
+	}
+	list->ino[(list->head + at) % list->size] = ino;
+	list->seq[(list->head + at) % list->size] = seq;
 	list->count++;
 }
 

@@ -34,7 +34,9 @@ bool dlc_warm_list_full(const struct dlc_warm_list *list);
 void dlc_warm_list_keep(struct dlc_warm_list *list);
 void dlc_warm_list_unkeep(struct dlc_warm_list *list);
 
-/* Appends an entry into a kept slot (one must be kept). */
+/* Puts an entry into a kept slot (one must be kept), in sequence order:
+ * workers push hits as their cache checks end, not in the order they took
+ * them, and only the first entry is looked at. */
 void dlc_warm_list_push_kept(struct dlc_warm_list *list, uint32_t ino, uint64_t seq);
 
 /* The first entry; false when the list is empty. */

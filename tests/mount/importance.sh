@@ -337,13 +337,6 @@ wait_resident() {   # wait_resident EXPECTED NN...: the advice's reads are async
 }
 
 test_prefetch_reads_announced_hits_ahead_a_window_at_a_time() {
-	# Known bug, open: under the sanitizers one of the first window's hits is
-	# now and then never read ahead (warmed stays 3 of 4 for 20 s), a missed
-	# wake-up in the warm list not yet found.  Runs in the main build.
-	if [ -n "${DLC_SANITIZE:-}" ]; then
-		echo "SKIP under the sanitizers: known missed read-ahead, see the comment"
-		return 0
-	fi
 	start_daemon "prefetch_window=4,prefetch_threads=2"
 	local i all=()
 	for i in $(seq -w 0 19); do

@@ -24,6 +24,7 @@
 #include "dlcache/cache.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
+#include "dlcache/read.h"
 #include "dlcache/simulate.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
@@ -1129,6 +1130,97 @@ static void check_whole_fd(int fd, int i)
 	close(fd);
 }
 
+
+/* Checks reply's bytes: len of them, file i's from off on. */
+static void check_reply(const struct dlc_read_reply *reply, int i, uint64_t off, size_t len)
+{
+	unsigned char buf[FILE_SIZE];
+	const unsigned char *data = reply->data;
+
+	ck_assert_uint_eq(reply->len, len);
+	if (reply->fd >= 0) {
+		ck_assert_int_eq(pread(reply->fd, buf, len, reply->pos), (ssize_t)len);
+		data = buf;
+	}
+	for (size_t b = 0; b < len; b++)
+		ck_assert_uint_eq(data[b], byte_at(off + b, (unsigned)i));
+}
+
+/*
+ * The read face (read.h) chooses once per open: a miss is finished where
+ * waiting is allowed and read as bytes, a checked hit is a file to splice at
+ * once, a large file is read by blocks, and its blocks, all cached, open
+ * whole for a caller that can pass them through, turning into blocks when
+ * the open does not pass through.  Not a file: an error and no handle.
+ */
+START_TEST(the_read_face_chooses_once_per_open)
+{
+	struct dlc_read_handle *h;
+	struct dlc_read_later later;
+	struct dlc_read_reply reply;
+	struct dlc_read *read;
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	read = dlc_read_create(fetch, snapshot, NULL, FILE_SIZE);
+	ck_assert_ptr_nonnull(read);
+	ck_assert_int_eq(dlc_read_open(read, ino_of(3), 0, &h), DLC_READ_MUST_WAIT);
+	ck_assert_int_eq(dlc_read_open_wait(h, &later), 0);
+	dlc_read_after_answer(&later);
+	ck_assert_int_eq(dlc_read_backing_fd(h), -1);
+	ck_assert_int_eq(dlc_read_opened(h, false), 0);
+	ck_assert_int_eq(dlc_read_at(h, 100, FILE_SIZE - 10, false, &reply), DLC_READ_DONE);
+	ck_assert_int_eq(reply.fd, -1);
+	check_reply(&reply, 3, FILE_SIZE - 10, 10);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(3), 0, &h), DLC_READ_DONE);
+	ck_assert_int_ge(dlc_read_backing_fd(h), 0);
+	ck_assert_int_eq(dlc_read_opened(h, false), 0);
+	ck_assert_int_eq(dlc_read_at(h, 100, 5, false, &reply), DLC_READ_DONE);
+	ck_assert_int_eq(reply.fd, dlc_read_backing_fd(h));
+	check_reply(&reply, 3, 5, 100);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+
+	ck_assert_int_eq(dlc_read_open(read, DLC_SNAPSHOT_ROOT_INO, 0, &h), -EISDIR);
+	ck_assert_ptr_null(h);
+	ck_assert_int_eq(dlc_read_open(read, dlc_snapshot_count(snapshot) + 5, 0, &h), -ENOENT);
+	ck_assert_ptr_null(h);
+	dlc_read_free(read);
+
+	read = dlc_read_create(fetch, snapshot, NULL, 1024);
+	ck_assert_int_eq(dlc_read_open(read, ino_of(4), DLC_READ_CAN_PASSTHROUGH, &h),
+			 DLC_READ_MUST_WAIT);
+	ck_assert_int_eq(dlc_read_open_wait(h, &later), 0);
+	dlc_read_after_answer(&later);
+	ck_assert_int_eq(dlc_read_backing_fd(h), -1);
+	ck_assert_int_eq(dlc_read_at(h, 4096, 4096, true, &reply), DLC_READ_DONE);
+	check_reply(&reply, 4, 4096, 4096);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+	read_blocks_and_check(4, 3000, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(4), DLC_READ_CAN_PASSTHROUGH, &h), DLC_READ_DONE);
+	ck_assert_int_ge(dlc_read_backing_fd(h), 0);
+	ck_assert_int_eq(dlc_read_opened(h, false), 0);         /* not passed through */
+	ck_assert_int_eq(dlc_read_backing_fd(h), -1);
+	ck_assert_int_eq(dlc_read_at(h, 100, 50, true, &reply), DLC_READ_DONE);
+	check_reply(&reply, 4, 50, 100);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(4), DLC_READ_CAN_PASSTHROUGH, &h), DLC_READ_DONE);
+	ck_assert_int_eq(dlc_read_opened(h, true), 0);          /* passed through: kept */
+	ck_assert_int_ge(dlc_read_backing_fd(h), 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_WHOLE_BLOCK_OPENS), 1);
+	dlc_read_close(h);
+	dlc_read_free(read);
+}
+END_TEST
+
 /*
  * A file whose blocks are all cached opens whole (its data file, for the
  * kernel to pass through): at once when this mount wrote or checked every
@@ -1414,6 +1506,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
 	tcase_add_test(blocks, cache_verify_checks_files_of_blocks);
+	tcase_add_test(blocks, the_read_face_chooses_once_per_open);
 	suite_add_tcase(s, blocks);
 
 	tcase_add_test(spares, spare_buffers_are_reused_up_to_their_cap);

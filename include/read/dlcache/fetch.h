@@ -10,6 +10,9 @@
  * as a tree's: every byte from the source goes through one read interface
  * with three kinds (fetch.c).
  *
+ * The FUSE layer does not call these: it reads through the read face
+ * (read.h), which chooses among the entry points below once per open.
+ *
  * Prefetch requests (from .control) announce the reader's order; worker
  * threads fetch a bounded window ahead of it, through the same flights, so a
  * reader arriving during a prefetch shares it (see fetch.c).  Announced

@@ -379,7 +379,7 @@ static int packed_read_whole(struct dlc_fetch *fetch, uint32_t ino, struct dlc_b
 
 	*offered = false;
 	rc = dlc_chunks_read_whole(fetch->chunks, ino, blob->data, blob->size, offer_member, fetch);
-	if (rc != -EAGAIN)
+	if (rc != DLC_CHUNKS_NOT_IN_PASS)
 		return rc;
 	/* Another thread's whole read may have cached or held it meanwhile. */
 	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0 ||

@@ -435,6 +435,46 @@ int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino, int *fd)
 	return rc == DLC_STORE_CHANGED || rc == -ENOENT ? DLC_CACHE_UNCHECKED : rc;
 }
 
+enum dlc_cache_hit dlc_cache_open_hit(struct dlc_cache *cache, uint32_t ino, bool consume,
+				     int *fd)
+{
+	char path[DLC_SNAPSHOT_PATH_MAX];
+	uint64_t stamp;
+	int rc;
+
+	*fd = -1;
+	pthread_mutex_lock(&cache->lock);
+	stamp = is_ready(cache, ino) ? cache->stamps[ino] : 0;
+	if (stamp) {
+		/* Told before the open, in this one take of the lock: the open
+		 * fails only when the file changed or went since its check. */
+		if (consume)
+			dlc_policy_consume(cache->policy, ino);
+		dlc_policy_hit(cache->policy, ino);
+	}
+	dlc_cache_unlock(cache);
+	if (!stamp)
+		return DLC_CACHE_HIT_UNCHECKED;
+	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
+	if (rc == 0)
+		rc = dlc_store_open_checked(cache->store, path, stamp, fd);
+	if (rc != DLC_STORE_SAME) {
+		*fd = -1;
+		return DLC_CACHE_HIT_GONE;
+	}
+	return DLC_CACHE_HIT_OPEN;
+}
+
+void dlc_cache_note_read(struct dlc_cache *cache, uint32_t ino, bool consume)
+{
+	pthread_mutex_lock(&cache->lock);
+	if (consume)
+		dlc_policy_consume(cache->policy, ino);
+	if (is_ready(cache, ino))
+		dlc_policy_hit(cache->policy, ino);
+	dlc_cache_unlock(cache);
+}
+
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino)
 {
 	pthread_mutex_lock(&cache->lock);

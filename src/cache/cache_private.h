@@ -86,6 +86,8 @@ struct dlc_cache {
 	void *drop_arg;
 	uint64_t block_size;            /* blocks of large files (0: none); fixed before serving */
 	struct block_file **block_table; /* guarded by lock: DLC_CACHE_BLOCK_BUCKETS chains by inode */
+	uint64_t lock_releases;         /* guarded by lock: each dlc_cache_unlock (tests count
+					 * the takes of a hit, dlc_cache_lock_releases) */
 };
 
 static inline bool is_deleting(const struct dlc_cache *cache, uint32_t ino)

@@ -113,7 +113,18 @@ int dlc_cache_verify(struct dlc_cache *cache)
 void dlc_cache_unlock(struct dlc_cache *cache)
 {
 	DLC_VERIFY(dlc_cache_verify_locked(cache));
+	cache->lock_releases++;
 	pthread_mutex_unlock(&cache->lock);
+}
+
+uint64_t dlc_cache_lock_releases(struct dlc_cache *cache)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&cache->lock);
+	n = cache->lock_releases;
+	pthread_mutex_unlock(&cache->lock);     /* not counted: the count's own */
+	return n;
 }
 
 void dlc_cache_wait_deleted(struct dlc_cache *cache)

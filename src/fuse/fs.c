@@ -12,8 +12,19 @@
  * (or the close that ends an unterminated line) with EINVAL after the good
  * lines around it were applied.
  *
- * This is the only file that calls fuse_reply_*; the modules it calls return
- * 0 or -errno and it replies fuse_reply_err(req, -rc).
+ * A dataset file is served through the read face (read.h): an open is
+ * one dlc_read_open, finished in the source pool when it answers
+ * DLC_READ_MUST_WAIT, a read one dlc_read_at (likewise).  This file only
+ * picks the reply's form from what the face gives back (a range of a file
+ * to splice, or bytes), tells passthrough.c the cache file the kernel may
+ * read itself, and tells the face how the open is served; where the bytes
+ * come from is read/'s choice.
+ *
+ * The FUSE folder's replies: this file answers every request (readonly.c
+ * the mutations it fills into the table, with EROFS); pending.c answers a
+ * request waiting on the source with EINTR when its reader leaves.  The
+ * modules called return 0 or -errno (or an outcome enum) and this file
+ * replies fuse_reply_err(req, -rc).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +44,7 @@
 #include "dlcache/log.h"
 #include "dlcache/kernel_readahead.h"
 #include "dlcache/pool.h"
+#include "dlcache/read.h"
 #include "control_apply.h"
 #include "passthrough.h"
 #include "pending.h"
@@ -60,22 +72,18 @@ static const char *const virtual_names[VIRTUAL_COUNT] = {
 };
 
 enum handle_kind {
-	HANDLE_BLOB,        /* a whole file, from the cache or one fetch */
-	HANDLE_DIRECT,      /* a large file, read by blocks (blocks.h) */
+	HANDLE_DATA,        /* a dataset file, read through the read face */
 	HANDLE_TEXT,        /* a virtual file's contents, made at open */
 	HANDLE_CONTROL,     /* .control: a parser for what is written */
-	HANDLE_FD,          /* a checked cache file, spliced by range */
 };
 
 struct handle {
 	_Atomic unsigned refs;                  /* the kernel's open, and each
 						 * source read in the pool */
 	enum handle_kind kind;
-	struct dlc_blob *blob;
-	struct dlc_block_reader *direct;        /* HANDLE_DIRECT */
+	struct dlc_read_handle *data;           /* HANDLE_DATA */
 	char *text;
 	size_t text_len;
-	int fd;                                 /* HANDLE_FD */
 	fuse_ino_t ino;                         /* a dataset file's */
 	enum dlc_open_mode mode;                /* how its open is served (passthrough.h) */
 	pthread_mutex_t lock;                   /* HANDLE_CONTROL: guards parser */
@@ -100,33 +108,12 @@ struct fs {
 	struct handle open_handles; /* list head; guarded by handles_lock */
 	struct dlc_pool *source_pool;  /* opens and reads that wait on the source */
 	struct dlc_passthrough *passthrough;   /* the mode of each dataset open */
-	struct dlc_blob_spares *replies;       /* read replies' buffers, reused */
+	struct dlc_read *read;                 /* the read face (read.h) */
 	atomic_bool readahead_set;             /* set_kernel_readahead has run */
 	/* How OPENs arrive (.stats fuse.*): through io_uring, or read from /dev/fuse. */
 	_Atomic uint64_t opens_io_uring;
 	_Atomic uint64_t opens_dev_fuse;
 };
-
-/*
- * Read replies are copied out of a buffer of the request's size, up to the
- * kernel's largest request (256 pages).  Those buffers are kept for the
- * next read rather than given back: fresh memory costs a page fault per
- * 4 KiB on first touch (about 20 us on a VM; fetch.h), and a buffer of
- * 1 MiB, at malloc's mmap threshold (main.c), would be fresh every time.
- * REPLY_SPARES of them stay: the FUSE threads and the source pool's.
- */
-#define REPLY_CAPACITY (1u << 20)
-#define REPLY_SPARES 16
-
-/* A buffer for a reply of size bytes (blob->data), or NULL; dlc_blob_put it. */
-static struct dlc_blob *reply_buffer(struct fs *fs, size_t size)
-{
-	struct dlc_blob *blob = dlc_blob_spares_take(fs->replies, size);
-
-	if (!blob && size > REPLY_CAPACITY)
-		blob = dlc_blob_alloc(size);
-	return blob;
-}
 
 /*
  * libfuse starts its io_uring queues after init() and, when that fails,
@@ -521,11 +508,7 @@ static int open_virtual(struct fs *fs, enum virtual_file which, struct handle *h
 
 static void free_handle(struct fs *fs, struct handle *h)
 {
-	dlc_blob_put(h->blob);
-	if (h->direct)
-		dlc_fetch_close_direct(fs->context->fetch, h->direct);
-	if (h->kind == HANDLE_FD)
-		close(h->fd);
+	dlc_read_close(h->data);
 	if (h->parser) {
 		dlc_control_parser_free(h->parser);
 		pthread_mutex_destroy(&h->lock);
@@ -561,94 +544,18 @@ static void handle_put(struct fs *fs, struct handle *h)
 		free_handle(fs, h);
 }
 
-/*
- * Serves an open of a dataset file without waiting on the source: a checked
- * cache entry (HANDLE_FD).  0 when done; otherwise *needs_source is set (a
- * miss, a prefetched file to take, or a file too large to cache) and the
- * open must go to the source pool (open_from_source), or -errno.
- */
-static int open_local(struct fs *fs, fuse_ino_t ino, struct handle *h, bool *needs_source)
+/* What the glue can take from the read face: passthrough when it is on. */
+static unsigned read_caps(const struct fs *fs)
 {
-	struct dlc_fs_context *c = fs->context;
-	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
-
-	*needs_source = false;
-	if (!node)
-		return -ENOENT;
-	if (S_ISDIR(node->mode))
-		return -EISDIR;
-	if (!S_ISREG(node->mode))
-		return -ELOOP;
-	if (node->size <= c->cache_max_file)
-		h->fd = dlc_fetch_open_cached(c->fetch, (uint32_t)ino);
-	else if (dlc_passthrough_on(fs->passthrough))
-		h->fd = dlc_fetch_open_cached_blocks(c->fetch, (uint32_t)ino, false);
-	else
-		h->fd = -ESTALE;        /* read by blocks: splicing 1 MiB replies is slower */
-	if (h->fd >= 0) {
-		h->kind = HANDLE_FD;
-		return 0;
-	}
-	*needs_source = true;
-	return 0;
-}
-
-/*
- * The rest of an open that open_local could not serve; runs in the pool.
- * A large file whose blocks are all cached but not all checked in this
- * mount is checked here, whole, so that it can pass through; *seq is read
- * before its data file is opened (dlc_passthrough_seq).
- */
-static int open_from_source(struct fs *fs, fuse_ino_t ino, struct handle *h, uint32_t *seq,
-			    struct dlc_blob **later)
-{
-	struct dlc_fs_context *c = fs->context;
-	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
-
-	if (node->size > c->cache_max_file) {
-		if (dlc_passthrough_on(fs->passthrough)) {
-			*seq = dlc_passthrough_seq(fs->passthrough, ino);
-			h->fd = dlc_fetch_open_cached_blocks(c->fetch, (uint32_t)ino, true);
-			if (h->fd >= 0) {
-				h->kind = HANDLE_FD;
-				return 0;
-			}
-		}
-		h->kind = HANDLE_DIRECT;
-		return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
-	}
-	h->kind = HANDLE_BLOB;
-	return dlc_fetch_get_answer_first(c->fetch, (uint32_t)ino, &h->blob, later);
-}
-
-/*
- * A large file opened whole from its cached blocks (HANDLE_FD) is worth it
- * only passed through: the daemon serves it by blocks otherwise (the inode
- * has daemon-served opens live, or the kernel refused the backing file).
- * Counts the whole hit that stays.  0 or -errno.
- */
-static int settle_large_fd(struct fs *fs, fuse_ino_t ino, struct handle *h)
-{
-	struct dlc_fs_context *c = fs->context;
-	const struct dlc_node *node = dlc_snapshot_node(c->snapshot, ino);
-
-	if (h->kind != HANDLE_FD || !node || node->size <= c->cache_max_file)
-		return 0;
-	if (h->mode == DLC_OPEN_PASSTHROUGH) {
-		dlc_fetch_note_whole_hit(c->fetch, (uint32_t)ino);
-		return 0;
-	}
-	close(h->fd);
-	h->fd = -1;
-	h->kind = HANDLE_DIRECT;
-	return dlc_fetch_open_direct(c->fetch, (uint32_t)ino, &h->direct);
+	return dlc_passthrough_on(fs->passthrough) ? DLC_READ_CAN_PASSTHROUGH : 0;
 }
 
 /*
  * Answers an open of ino with h (taken: freed on failure) or with rc < 0.
- * A dataset file's open gets its mode from passthrough.c: a checked cache
- * file (HANDLE_FD) may be passed through to the kernel; the page cache is
- * kept across opens (keep_cache) only for daemon-served opens.
+ * A dataset file's open gets its mode from passthrough.c: the face's
+ * backing file, if it has one, may be passed through to the kernel, and
+ * the face is told which (dlc_read_opened); the page cache is kept across
+ * opens (keep_cache) only for daemon-served opens.
  */
 static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi, fuse_ino_t ino,
 			bool virtual, struct handle *h, uint32_t seq, int rc)
@@ -663,8 +570,8 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
 	} else {
 		h->ino = ino;
 		h->mode = dlc_passthrough_open(fs->passthrough, req, ino,
-					       h->kind == HANDLE_FD ? h->fd : -1, seq, fi);
-		rc = settle_large_fd(fs, ino, h);
+					       dlc_read_backing_fd(h->data), seq, fi);
+		rc = dlc_read_opened(h->data, h->mode == DLC_OPEN_PASSTHROUGH);
 		if (rc < 0) {
 			dlc_passthrough_release(fs->passthrough, req, ino, h->mode);
 			free_handle(fs, h);
@@ -713,31 +620,32 @@ static uint64_t deadline_of(const struct fs *fs)
 	return timeout ? dlc_deadline_now() + timeout : 0;
 }
 
+/* Answers req with what dlc_read_at gave (rc DLC_READ_DONE) or -rc. */
+static void reply_read(fuse_req_t req, int rc, struct dlc_read_reply *reply)
+{
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+	} else if (reply->fd >= 0) {
+		struct fuse_bufvec data = FUSE_BUFVEC_INIT(reply->len);
+
+		data.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		data.buf[0].fd = reply->fd;
+		data.buf[0].pos = reply->pos;
+		fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE);
+	} else {
+		fuse_reply_buf(req, reply->data, reply->len);
+	}
+}
+
 static void read_from_source(struct source_wait *w)
 {
-	struct dlc_budget *budget = w->fs->context->budget;
-	struct dlc_blob *buf;
-	ssize_t n;
+	struct dlc_read_reply reply;
+	int rc = dlc_read_at(w->h->data, w->size, w->off, true, &reply);
 
-	/* No room for the reply by the request's deadline: it fails. */
-	if (dlc_budget_acquire_by(budget, w->size, dlc_deadline_get()) < 0) {
-		if (dlc_pending_claim(&w->pending))
-			fuse_reply_err(w->pending.req, ENOMEM);
-		return;
-	}
-	buf = reply_buffer(w->fs, w->size);
-	n = buf ? dlc_fetch_read_direct(w->fs->context->fetch, (uint32_t)w->ino, w->h->direct,
-					buf->data, w->size, (uint64_t)w->off)
-		: -ENOMEM;
-
-	if (dlc_pending_claim(&w->pending)) {
-		if (n < 0)
-			fuse_reply_err(w->pending.req, (int)-n);
-		else
-			fuse_reply_buf(w->pending.req, (const char *)buf->data, (size_t)n);
-	}
-	dlc_blob_put(buf);
-	dlc_budget_release(budget, w->size);
+	if (dlc_pending_claim(&w->pending))
+		reply_read(w->pending.req, rc, &reply);
+	if (rc == DLC_READ_DONE)
+		dlc_read_reply_done(&reply);
 }
 
 static void run_source_wait(void *arg)
@@ -760,11 +668,12 @@ static void run_source_wait(void *arg)
 		handle_put(w->fs, w->h);
 	} else {
 		/* A reader that left before its turn costs no fetch. */
-		uint32_t seq = 0;
-		struct dlc_blob *later = NULL;  /* a prefetch hit's bytes, to the cache after the reply */
+		struct dlc_read_later later = { 0 };    /* what waits for the reply */
+		/* Read before a cache file is opened: see dlc_passthrough_seq. */
+		uint32_t seq = dlc_passthrough_seq(w->fs->passthrough, w->ino);
 
 		rc = !dlc_pending_wanted(&w->pending) ? -EINTR : late ? -ETIMEDOUT
-			: open_from_source(w->fs, w->ino, w->h, &seq, &later);
+			: dlc_read_open_wait(w->h->data, &later);
 		if (rc == -ETIMEDOUT && late)
 			dlc_stats_add(w->fs->context->stats, DLC_STAT_REMOTE_ERRORS, 1);
 		if (dlc_pending_claim(&w->pending))
@@ -772,7 +681,7 @@ static void run_source_wait(void *arg)
 		else
 			free_handle(w->fs, w->h);
 		dlc_deadline_set(0);
-		dlc_fetch_offer_later(w->fs->context->fetch, (uint32_t)w->ino, later);
+		dlc_read_after_answer(&later);
 	}
 	dlc_deadline_set(0);
 	free(w);
@@ -858,7 +767,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	atomic_init(&h->refs, 1);
 	/* Read before the cache file is opened: see dlc_passthrough_seq. */
 	seq = which ? 0 : dlc_passthrough_seq(fs->passthrough, ino);
-	rc = which ? open_virtual(fs, which, h) : open_local(fs, ino, h, &needs_source);
+	if (which) {
+		rc = open_virtual(fs, which, h);
+	} else {
+		h->kind = HANDLE_DATA;
+		rc = dlc_read_open(fs->read, ino, read_caps(fs), &h->data);
+		needs_source = rc == DLC_READ_MUST_WAIT;
+	}
 	if (which == VIRTUAL_CONTROL)
 		h->opened_by_owner = is_owner(fs, req);
 	if (rc < 0 || !needs_source) {
@@ -875,15 +790,6 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	wait_for_source(req, w);
 }
 
-static void reply_slice(fuse_req_t req, const void *data, uint64_t len, size_t size, off_t off)
-{
-	if ((uint64_t)off >= len)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, (const char *)data + off,
-			       len - (uint64_t)off < size ? (size_t)(len - (uint64_t)off) : size);
-}
-
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -891,17 +797,29 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf;
 
 	switch (h->kind) {
-	case HANDLE_BLOB: {
-		/*
-		 * The reply holds its own reference: once the kernel has the
-		 * reply it may send RELEASE, and another thread free the
-		 * handle, before fuse_reply_buf returns (ASan's writev
-		 * interceptor checks the buffer after the call).
-		 */
-		struct dlc_blob *blob = dlc_blob_get(h->blob);
+	case HANDLE_DATA: {
+		struct dlc_read_reply reply;
+		struct source_wait *w;
+		int rc = dlc_read_at(h->data, size, off, false, &reply);
 
-		reply_slice(req, blob->data, blob->size, size, off);
-		dlc_blob_put(blob);
+		/* The reply holds its own reference to its bytes (read.h): once
+		 * the kernel has it, another thread may release the handle. */
+		if (rc != DLC_READ_MUST_WAIT) {
+			reply_read(req, rc, &reply);
+			if (rc == DLC_READ_DONE)
+				dlc_read_reply_done(&reply);
+			return;
+		}
+		/* A read that must wait for the source goes to the source pool. */
+		w = malloc(sizeof(*w));
+		if (!w) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		atomic_fetch_add(&h->refs, 1);
+		*w = (struct source_wait) { .deadline_ns = deadline_of(fs_of(req)), .fs = fs_of(req), .h = h,
+					    .ino = ino, .size = size, .off = off };
+		wait_for_source(req, w);
 		return;
 	}
 	case HANDLE_TEXT: {
@@ -928,49 +846,6 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case HANDLE_CONTROL:
 		fuse_reply_buf(req, NULL, 0);
 		return;
-	case HANDLE_FD: {
-		struct fuse_bufvec data = FUSE_BUFVEC_INIT(size);
-
-		data.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-		data.buf[0].fd = h->fd;
-		data.buf[0].pos = off;
-		fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE);
-		return;
-	}
-	case HANDLE_DIRECT: {
-		struct dlc_budget *budget = fs_of(req)->context->budget;
-		struct source_wait *w;
-		ssize_t n;
-
-		/* Bytes already at hand (blocks.h) are answered on this thread;
-		 * a read that must wait for a block goes to the source pool. */
-		if (h->direct && dlc_budget_try_acquire(budget, size, budget ? budget->limit : 0)) {
-			struct dlc_blob *reply = reply_buffer(fs_of(req), size);
-
-			if (reply && dlc_fetch_try_read_direct(fs_of(req)->context->fetch, h->direct,
-							       reply->data, size, (uint64_t)off, &n)) {
-				if (n < 0)
-					fuse_reply_err(req, (int)-n);
-				else
-					fuse_reply_buf(req, (const char *)reply->data, (size_t)n);
-				dlc_blob_put(reply);
-				dlc_budget_release(budget, size);
-				return;
-			}
-			dlc_blob_put(reply);
-			dlc_budget_release(budget, size);
-		}
-		w = malloc(sizeof(*w));
-		if (!w) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		atomic_fetch_add(&h->refs, 1);
-		*w = (struct source_wait) { .deadline_ns = deadline_of(fs_of(req)), .fs = fs_of(req), .h = h,
-					    .ino = ino, .size = size, .off = off };
-		wait_for_source(req, w);
-		return;
-	}
 	}
 }
 
@@ -1123,7 +998,7 @@ static void fs_destroy(void *userdata)
 	 * whose kept backing ids are closed. */
 	dlc_cache_set_drop_hook(fs->context->cache, NULL, NULL);
 	dlc_passthrough_free(fs->passthrough);
-	dlc_blob_spares_close(fs->replies);
+	dlc_read_free(fs->read);
 	free(fs);
 }
 
@@ -1208,8 +1083,9 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	clock_gettime(CLOCK_REALTIME, &fs->started);
 	fs->source_pool = dlc_pool_create(context->source_threads);
 	fs->passthrough = dlc_passthrough_new(context->stats);
-	fs->replies = dlc_blob_spares_create(REPLY_CAPACITY, REPLY_SPARES);
-	if (!fs->source_pool || !fs->passthrough || !fs->replies)
+	fs->read = dlc_read_create(context->fetch, context->snapshot, context->budget,
+				   context->cache_max_file);
+	if (!fs->source_pool || !fs->passthrough || !fs->read)
 		goto err;
 	warn_hidden_names(context->snapshot);
 	if (context->io_uring)
@@ -1229,7 +1105,7 @@ err:
 	if (fs->source_pool)
 		dlc_pool_stop(fs->source_pool, 0);
 	dlc_passthrough_free(fs->passthrough);
-	dlc_blob_spares_close(fs->replies);
+	dlc_read_free(fs->read);
 	pthread_mutex_destroy(&fs->handles_lock);
 	free(fs);
 	return NULL;

@@ -558,10 +558,8 @@ int dlc_blocks_open(struct dlc_blocks *blocks, uint32_t ino, struct dlc_block_re
 	reader = dlc_flights_reader_new(blocks, ino, node->size);
 	if (!reader)
 		return -ENOMEM;
-	if (blocks->cache) {
-		dlc_cache_consume(blocks->cache, ino);
-		dlc_cache_hit(blocks->cache, ino);      /* a no-op unless cached */
-	}
+	if (blocks->cache)
+		dlc_cache_note_read(blocks->cache, ino, true);  /* its hit: a no-op unless cached */
 	pthread_mutex_lock(&blocks->lock);
 	gone = dlc_shards_claim(blocks, reader);
 	dlc_flights_unlock(blocks);

@@ -608,7 +608,7 @@ static void fill_waiter(struct dlc_chunks *chunks, struct waiter *waiter)
 
 /*
  * The pass over chunk c: 0 when buf got ino's bytes, -EIO when they were bad,
- * -EAGAIN when the pass stopped before ino (the chunk could not be read), or
+ * DLC_CHUNKS_NOT_IN_PASS when the pass stopped before ino (the chunk could not be read), or
  * did not start: *no_room when the budget had no room for its window.
  */
 static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *buf,
@@ -618,7 +618,7 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 	const uint32_t *members = chunks->members + chunk->first_member;
 	uint64_t cap = WINDOW, end = 0, start = 0, have = 0;
 	unsigned char *window;
-	int result = -EAGAIN;
+	int result = DLC_CHUNKS_NOT_IN_PASS;
 
 	/* The window holds the largest member, and the pass stops after the last. */
 	for (uint32_t i = 0; i < chunk->nmembers; i++) {
@@ -636,11 +636,11 @@ static int run_pass(struct dlc_chunks *chunks, uint32_t c, uint32_t ino, void *b
 	/* Work memory, given back below; never waited for (see the file's top). */
 	*no_room = chunks->budget && !dlc_budget_try_acquire(chunks->budget, cap + 1, chunks->budget->limit);
 	if (*no_room)
-		return -EAGAIN;
+		return DLC_CHUNKS_NOT_IN_PASS;
 	window = malloc(cap + 1);
 	if (!window) {
 		dlc_budget_release(chunks->budget, cap + 1);
-		return -EAGAIN;
+		return DLC_CHUNKS_NOT_IN_PASS;
 	}
 	dlc_stats_add(chunks->stats, DLC_STAT_CHUNK_READS, 1);
 	for (uint32_t i = 0; i < chunk->nmembers; i++) {
@@ -714,7 +714,7 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 	int rc;
 
 	if (!chunks->whole || dlc_snapshot_chunk(chunks->snapshot, ino, &member) < 0)
-		return -EAGAIN;
+		return DLC_CHUNKS_NOT_IN_PASS;
 	chunk = &chunks->chunks[member.chunk];
 	pthread_mutex_lock(&chunks->lock);
 	if (chunk->pass == PASS_NONE && chunks->running < MAX_PASSES) {
@@ -750,7 +750,7 @@ int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, ui
 		}
 	}
 	pthread_mutex_unlock(&chunks->lock);
-	return -EAGAIN;
+	return DLC_CHUNKS_NOT_IN_PASS;
 }
 
 /* ------------------------------------------------------------------------

@@ -381,7 +381,7 @@ static int packed_read_whole(struct dlc_fetch *fetch, uint32_t ino, struct dlc_b
 
 	*offered = false;
 	rc = dlc_chunks_read_whole(fetch->chunks, ino, blob->data, blob->size, offer_member, fetch);
-	if (rc != -EAGAIN)
+	if (rc != DLC_CHUNKS_NOT_IN_PASS)
 		return rc;
 	/* Another thread's whole read may have cached or held it meanwhile. */
 	if (dlc_cache_read(fetch->cache, ino, blob->data, blob->size) == 0 ||
@@ -659,13 +659,16 @@ static struct dlc_blob *reader_opened(struct dlc_fetch *fetch, uint32_t ino, boo
 	return mine;
 }
 
-static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool *offered)
+/* A reader opens ino; told: the cache knows of the read already
+ * (dlc_fetch_open_cached). */
+static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool told, bool *offered)
 {
 	struct dlc_blob *staged;
 
 	if (!atomic_load_explicit(&fetch->planning, memory_order_acquire))
 		return NULL;
-	dlc_cache_consume(fetch->cache, ino);
+	if (!told)
+		dlc_cache_consume(fetch->cache, ino);
 	pthread_mutex_lock(&fetch->lock);
 	staged = reader_opened(fetch, ino, offered);
 	unlock(fetch);
@@ -675,7 +678,7 @@ static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool *o
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 {
 	struct dlc_blob *later = NULL;
-	int rc = dlc_fetch_get_answer_first(fetch, ino, out, &later);
+	int rc = dlc_fetch_get_answer_first(fetch, ino, false, out, &later);
 
 	dlc_fetch_offer_later(fetch, ino, later);
 	return rc;
@@ -689,8 +692,8 @@ void dlc_fetch_offer_later(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blo
 	dlc_blob_put(later);
 }
 
-int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out,
-			       struct dlc_blob **later)
+int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
+			       struct dlc_blob **out, struct dlc_blob **later)
 {
 	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
 	struct dlc_blob *blob;
@@ -699,7 +702,7 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc
 	*later = NULL;
 	if (!node)
 		return -ENOENT;
-	blob = note_open(fetch, ino, &offered);
+	blob = note_open(fetch, ino, told, &offered);
 	if (blob) {
 		/* Fetched ahead by a prefetch worker: nobody waits for the source.
 		 * Its bytes are offered to the cache as a miss's would be, its read
@@ -723,7 +726,8 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc
 		return 0;
 	}
 	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
-		dlc_cache_hit(fetch->cache, ino);
+		if (!told)
+			dlc_cache_hit(fetch->cache, ino);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
 		*out = keep_blob(blob);
@@ -747,37 +751,39 @@ bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino)
 	return staged;
 }
 
-int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino)
+enum dlc_fetch_found dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino, uint64_t size,
+					   int *fd)
 {
-	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
-	int fd, rc;
+	bool planning = atomic_load_explicit(&fetch->planning, memory_order_acquire);
+	enum dlc_cache_hit hit;
 
-	if (!node)
-		return -ENOENT;
+	*fd = -1;
 	/* A staged file is dlc_fetch_get's to take. */
 	if (dlc_fetch_is_staged(fetch, ino))
-		return -ESTALE;
-	rc = dlc_cache_open_checked(fetch->cache, ino, &fd);
-	if (rc != DLC_CACHE_OPENED)
-		return rc < 0 ? rc : -ESTALE;
+		return DLC_FETCH_MISS;
+	/* The check, the consumed read (while planning) and the hit, in one
+	 * visit to the cache. */
+	hit = dlc_cache_open_hit(fetch->cache, ino, planning, fd);
+	if (hit == DLC_CACHE_HIT_UNCHECKED)
+		return DLC_FETCH_MISS;
+	if (hit == DLC_CACHE_HIT_GONE)
+		return DLC_FETCH_MISS_TOLD;
 	/*
 	 * Only a hit reports the open here: a miss goes on to dlc_fetch_get,
 	 * which reports it as it looks for the file's flight or staged bytes
 	 * (reported earlier, a prefetch landing in between would be dropped
 	 * and the file fetched twice).
 	 */
-	if (atomic_load_explicit(&fetch->planning, memory_order_acquire)) {
+	if (planning) {
 		bool offered = false;   /* a hit: its staged copy, if any, is not needed */
 
 		pthread_mutex_lock(&fetch->lock);
 		dlc_blob_put(reader_opened(fetch, ino, &offered));
 		unlock(fetch);
-		dlc_cache_consume(fetch->cache, ino);
 	}
-	dlc_cache_hit(fetch->cache, ino);
 	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
-	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
-	return fd;
+	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, size);
+	return DLC_FETCH_FOUND;
 }
 
 static bool window_full(const struct dlc_fetch *fetch)
@@ -987,33 +993,30 @@ static uint64_t whole_check_limit(void)
 	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 8 : 0;
 }
 
-int dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino, bool check)
+enum dlc_fetch_found dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino,
+						  bool check, int *fd)
 {
-	int fd, rc;
-
+	*fd = -1;
 	if (!fetch->cache)
-		return -ESTALE;
-	if (check) {
-		rc = dlc_cache_blocks_check_whole(fetch->cache, ino, whole_check_limit());
-		if (rc != DLC_CACHE_CHECKED)
-			return -ESTALE;
+		return DLC_FETCH_MISS;
+	if (check && dlc_cache_blocks_check_whole(fetch->cache, ino, whole_check_limit()) !=
+			     DLC_CACHE_CHECKED)
+		return DLC_FETCH_MISS;
+	if (dlc_cache_blocks_open_whole(fetch->cache, ino, fd) != DLC_CACHE_OPENED) {
+		*fd = -1;
+		return DLC_FETCH_MISS;
 	}
-	rc = dlc_cache_blocks_open_whole(fetch->cache, ino, &fd);
-	return rc == DLC_CACHE_OPENED ? fd : rc < 0 ? rc : -ESTALE;
+	return DLC_FETCH_FOUND;
 }
 
-void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino)
+void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino, uint64_t size)
 {
-	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
-
 	/* As a block reader's open does (dlc_blocks_open), and a hit's counts. */
 	dlc_blocks_opened_whole(fetch->blocks, ino);
-	dlc_cache_consume(fetch->cache, ino);
-	dlc_cache_hit(fetch->cache, ino);
+	dlc_cache_note_read(fetch->cache, ino, true);
 	dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 	dlc_stats_add(fetch->stats, DLC_STAT_WHOLE_BLOCK_OPENS, 1);
-	if (node)
-		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
+	dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, size);
 }
 
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out)

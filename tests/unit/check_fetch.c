@@ -24,6 +24,7 @@
 #include "dlcache/cache.h"
 #include "dlcache/fetch.h"
 #include "dlcache/log.h"
+#include "dlcache/read.h"
 #include "dlcache/simulate.h"
 #include "dlcache/snapshot.h"
 #include "dlcache/stats.h"
@@ -143,6 +144,31 @@ static void get_and_check(int i)
 	ck_assert_int_eq(dlc_fetch_get(fetch, ino_of(i), &blob), 0);
 	assert_contents(blob, i);
 	dlc_blob_put(blob);
+}
+
+/* dlc_fetch_open_cached of file i: its fd, or -1 (*told, if given: the
+ * cache was told of the read already). */
+static int open_cached(int i, bool *told)
+{
+	const struct dlc_node *node = dlc_snapshot_node(snapshot, ino_of(i));
+	enum dlc_fetch_found found;
+	int fd;
+
+	found = dlc_fetch_open_cached(fetch, ino_of(i), node->size, &fd);
+	if (told)
+		*told = found == DLC_FETCH_MISS_TOLD;
+	ck_assert_int_eq(found == DLC_FETCH_FOUND, fd >= 0);
+	return found == DLC_FETCH_FOUND ? fd : -1;
+}
+
+/* dlc_fetch_open_cached_blocks of file i: its fd, or -1. */
+static int open_cached_blocks(int i, bool check)
+{
+	int fd;
+
+	if (dlc_fetch_open_cached_blocks(fetch, ino_of(i), check, &fd) != DLC_FETCH_FOUND)
+		return -1;
+	return fd;
 }
 
 START_TEST(miss_then_hit)
@@ -575,9 +601,9 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	int fd;
 
 	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
-	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);   /* not cached */
+	ck_assert_int_eq(open_cached(2, NULL), -1);   /* not cached */
 	get_and_check(2);                                                      /* miss, admitted */
-	fd = dlc_fetch_open_cached(fetch, ino_of(2));                          /* written here */
+	fd = open_cached(2, NULL);                          /* written here */
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
 	ck_assert_uint_eq((unsigned char)byte, byte_at(5, 2));
@@ -589,9 +615,9 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	/* The next mount trusts nothing it did not check itself. */
 	close_all();
 	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
-	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);   /* not checked yet */
+	ck_assert_int_eq(open_cached(2, NULL), -1);   /* not checked yet */
 	get_and_check(2);                                                      /* hit, checked */
-	fd = dlc_fetch_open_cached(fetch, ino_of(2));
+	fd = open_cached(2, NULL);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(pread(fd, &byte, 1, 5), 1);
 	ck_assert_uint_eq((unsigned char)byte, byte_at(5, 2));
@@ -600,9 +626,9 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 	/* Rewrite the cache file in place with the same bytes: its stamp changes. */
 	snprintf(path, sizeof(path), "find %s/data -type f -exec touch {} +", cache_dir);
 	ck_assert_int_eq(system(path), 0);
-	ck_assert_int_eq(dlc_fetch_open_cached(fetch, ino_of(2)), -ESTALE);
+	ck_assert_int_eq(open_cached(2, NULL), -1);
 	get_and_check(2);                                                      /* checked again */
-	fd = dlc_fetch_open_cached(fetch, ino_of(2));
+	fd = open_cached(2, NULL);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
@@ -610,10 +636,45 @@ START_TEST(checked_hits_open_the_cache_file_until_it_changes)
 END_TEST
 
 /*
+ * A checked hit visits the cache once: its check, its announced read's
+ * consumption and the policy's hit share one take of the cache's lock
+ * (they took it three times: a second take is a regression of the hit
+ * path, issue 37).
+ */
+START_TEST(a_checked_hit_takes_the_cache_lock_once)
+{
+	struct dlc_cache_gauges gauges;
+	uint64_t before;
+	int fd;
+
+	open_all(DLC_POLICY_IMPORTANCE, 1 << 20, 0);
+	get_and_check(2);                                       /* miss, admitted */
+	before = dlc_cache_lock_releases(cache);
+	fd = open_cached(2, NULL);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_uint_eq(dlc_cache_lock_releases(cache) - before, 1);
+
+	/* With an announced order the read is consumed too, in the same take. */
+	dlc_fetch_prefetch(fetch, ino_of(2));  /* no workers: only the cache plans */
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert_uint_eq(gauges.announced, 1);
+	before = dlc_cache_lock_releases(cache);
+	fd = open_cached(2, NULL);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_uint_eq(dlc_cache_lock_releases(cache) - before, 1);
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert_uint_eq(gauges.announced, 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 2);
+}
+END_TEST
+
+/*
  * The announced order planned end to end: prefetch lines announce 300
  * skewed draws with replacement (no prefetch workers, so only the cache
  * sees them), readers open them in order as fs.c does (a checked open
- * first, dlc_fetch_get when it says -ESTALE), and the source is opened
+ * first, dlc_fetch_get_answer_first when it finds no fd), and the source is opened
  * exactly as often as Belady's MIN misses on the same order.
  */
 START_TEST(an_announced_order_costs_what_min_does)
@@ -642,16 +703,19 @@ START_TEST(an_announced_order_costs_what_min_does)
 	for (int k = 0; k < DRAWS; k++)
 		dlc_fetch_prefetch(fetch, ino_of((int)ids[k]));
 	for (int k = 0; k < DRAWS; k++) {
-		int fd = dlc_fetch_open_cached(fetch, ino_of((int)ids[k]));
+		bool told;
+		int fd = open_cached((int)ids[k], &told);
 
-		struct dlc_blob *blob = NULL;
+		struct dlc_blob *blob = NULL, *later = NULL;
 
 		if (fd >= 0) {
 			close(fd);
 			continue;
 		}
 		/* One comparison per file: a check per byte makes this test slow. */
-		ck_assert_int_eq(dlc_fetch_get(fetch, ino_of((int)ids[k]), &blob), 0);
+		ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of((int)ids[k]), told, &blob,
+							    &later), 0);
+		dlc_fetch_offer_later(fetch, ino_of((int)ids[k]), later);
 		ck_assert_uint_eq(blob->size, FILE_SIZE);
 		for (size_t b = 0; b < FILE_SIZE; b++)
 			if (blob->data[b] != byte_at(b, (unsigned)ids[k]))
@@ -666,13 +730,18 @@ END_TEST
 /* One read as fs.c does it: a checked open first, dlc_fetch_get on a miss. */
 static void read_as_fs(int i)
 {
-	int fd = dlc_fetch_open_cached(fetch, ino_of(i));
+	struct dlc_blob *blob = NULL, *later = NULL;
+	bool told;
+	int fd = open_cached(i, &told);
 
 	if (fd >= 0) {
 		close(fd);
 		return;
 	}
-	get_and_check(i);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(i), told, &blob, &later), 0);
+	assert_contents(blob, i);
+	dlc_blob_put(blob);
+	dlc_fetch_offer_later(fetch, ino_of(i), later);
 }
 
 /*
@@ -843,13 +912,13 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 		usleep(10000);
 	ck_assert(dlc_fetch_is_staged(fetch, ino_of(1)));
 	/* 0 landed into free room and was offered then: nothing to do later. */
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(0), &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(0), false, &blob, &later), 0);
 	assert_contents(blob, 0);
 	ck_assert_ptr_null(later);
 	dlc_blob_put(blob);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS), 1);
 
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(1), &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(1), false, &blob, &later), 0);
 	assert_contents(blob, 1);
 	ck_assert_ptr_nonnull(later);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_PREFETCH_HITS), 2);
@@ -862,7 +931,7 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 			  dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
 
 	/* A miss writes before its answer, as before: nothing later. */
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), false, &blob, &later), 0);
 	assert_contents(blob, 2);
 	ck_assert_ptr_null(later);
 	dlc_blob_put(blob);
@@ -1061,6 +1130,97 @@ static void check_whole_fd(int fd, int i)
 	close(fd);
 }
 
+
+/* Checks reply's bytes: len of them, file i's from off on. */
+static void check_reply(const struct dlc_read_reply *reply, int i, uint64_t off, size_t len)
+{
+	unsigned char buf[FILE_SIZE];
+	const unsigned char *data = reply->data;
+
+	ck_assert_uint_eq(reply->len, len);
+	if (reply->fd >= 0) {
+		ck_assert_int_eq(pread(reply->fd, buf, len, reply->pos), (ssize_t)len);
+		data = buf;
+	}
+	for (size_t b = 0; b < len; b++)
+		ck_assert_uint_eq(data[b], byte_at(off + b, (unsigned)i));
+}
+
+/*
+ * The read face (read.h) chooses once per open: a miss is finished where
+ * waiting is allowed and read as bytes, a checked hit is a file to splice at
+ * once, a large file is read by blocks, and its blocks, all cached, open
+ * whole for a caller that can pass them through, turning into blocks when
+ * the open does not pass through.  Not a file: an error and no handle.
+ */
+START_TEST(the_read_face_chooses_once_per_open)
+{
+	struct dlc_read_handle *h;
+	struct dlc_read_later later;
+	struct dlc_read_reply reply;
+	struct dlc_read *read;
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
+	read = dlc_read_create(fetch, snapshot, NULL, FILE_SIZE);
+	ck_assert_ptr_nonnull(read);
+	ck_assert_int_eq(dlc_read_open(read, ino_of(3), 0, &h), DLC_READ_MUST_WAIT);
+	ck_assert_int_eq(dlc_read_open_wait(h, &later), 0);
+	dlc_read_after_answer(&later);
+	ck_assert_int_eq(dlc_read_backing_fd(h), -1);
+	ck_assert_int_eq(dlc_read_opened(h, false), 0);
+	ck_assert_int_eq(dlc_read_at(h, 100, FILE_SIZE - 10, false, &reply), DLC_READ_DONE);
+	ck_assert_int_eq(reply.fd, -1);
+	check_reply(&reply, 3, FILE_SIZE - 10, 10);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(3), 0, &h), DLC_READ_DONE);
+	ck_assert_int_ge(dlc_read_backing_fd(h), 0);
+	ck_assert_int_eq(dlc_read_opened(h, false), 0);
+	ck_assert_int_eq(dlc_read_at(h, 100, 5, false, &reply), DLC_READ_DONE);
+	ck_assert_int_eq(reply.fd, dlc_read_backing_fd(h));
+	check_reply(&reply, 3, 5, 100);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+
+	ck_assert_int_eq(dlc_read_open(read, DLC_SNAPSHOT_ROOT_INO, 0, &h), -EISDIR);
+	ck_assert_ptr_null(h);
+	ck_assert_int_eq(dlc_read_open(read, dlc_snapshot_count(snapshot) + 5, 0, &h), -ENOENT);
+	ck_assert_ptr_null(h);
+	dlc_read_free(read);
+
+	read = dlc_read_create(fetch, snapshot, NULL, 1024);
+	ck_assert_int_eq(dlc_read_open(read, ino_of(4), DLC_READ_CAN_PASSTHROUGH, &h),
+			 DLC_READ_MUST_WAIT);
+	ck_assert_int_eq(dlc_read_open_wait(h, &later), 0);
+	dlc_read_after_answer(&later);
+	ck_assert_int_eq(dlc_read_backing_fd(h), -1);
+	ck_assert_int_eq(dlc_read_at(h, 4096, 4096, true, &reply), DLC_READ_DONE);
+	check_reply(&reply, 4, 4096, 4096);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+	read_blocks_and_check(4, 3000, NULL, 0);
+	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(4), DLC_READ_CAN_PASSTHROUGH, &h), DLC_READ_DONE);
+	ck_assert_int_ge(dlc_read_backing_fd(h), 0);
+	ck_assert_int_eq(dlc_read_opened(h, false), 0);         /* not passed through */
+	ck_assert_int_eq(dlc_read_backing_fd(h), -1);
+	ck_assert_int_eq(dlc_read_at(h, 100, 50, true, &reply), DLC_READ_DONE);
+	check_reply(&reply, 4, 50, 100);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(4), DLC_READ_CAN_PASSTHROUGH, &h), DLC_READ_DONE);
+	ck_assert_int_eq(dlc_read_opened(h, true), 0);          /* passed through: kept */
+	ck_assert_int_ge(dlc_read_backing_fd(h), 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_WHOLE_BLOCK_OPENS), 1);
+	dlc_read_close(h);
+	dlc_read_free(read);
+}
+END_TEST
+
 /*
  * A file whose blocks are all cached opens whole (its data file, for the
  * kernel to pass through): at once when this mount wrote or checked every
@@ -1071,31 +1231,31 @@ static void check_whole_fd(int fd, int i)
 START_TEST(a_complete_file_of_blocks_opens_whole_once_checked)
 {
 	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
-	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), true), -ESTALE);
+	ck_assert_int_eq(open_cached_blocks(4, true), -1);
 	read_blocks_and_check(4, 3000, NULL, 0);
 	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 3);
-	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), 4);
+	check_whole_fd(open_cached_blocks(4, false), 4);
 	close_all();
 
 	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
-	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), -ESTALE);
-	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), true), 4);
-	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), 4);
+	ck_assert_int_eq(open_cached_blocks(4, false), -1);
+	check_whole_fd(open_cached_blocks(4, true), 4);
+	check_whole_fd(open_cached_blocks(4, false), 4);
 	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_READ]), 0);
 	/* Changed behind the cache: the stamp no longer opens it. */
 	ck_assert_int_eq(corrupt_files_of_size(10000, 4096 + 7), 1);
-	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), -ESTALE);
+	ck_assert_int_eq(open_cached_blocks(4, false), -1);
 	close_all();
 
 	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 0);
-	ck_assert_int_eq(dlc_fetch_open_cached_blocks(fetch, ino_of(4), true), -ESTALE);
+	ck_assert_int_eq(open_cached_blocks(4, true), -1);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 1);
 	ck_assert(!dlc_cache_block_contains(cache, ino_of(4), 1));
 	ck_assert(dlc_cache_block_checked(cache, ino_of(4), 0));
 	read_blocks_and_check(4, 4096, NULL, 0);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 1);
 	wait_for_stat(DLC_STAT_BLOCK_ADMISSIONS, 1);
-	check_whole_fd(dlc_fetch_open_cached_blocks(fetch, ino_of(4), false), 4);
+	check_whole_fd(open_cached_blocks(4, false), 4);
 }
 END_TEST
 
@@ -1419,6 +1579,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, cache_survives_reopen);
 	tcase_add_test(hits, policy_none_bypasses);
 	tcase_add_test(hits, checked_hits_open_the_cache_file_until_it_changes);
+	tcase_add_test(hits, a_checked_hit_takes_the_cache_lock_once);
 	tcase_add_test(hits, an_announced_order_costs_what_min_does);
 	tcase_add_test(hits, an_announced_repeat_lets_an_unread_entry_go);
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);
@@ -1458,6 +1619,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
 	tcase_add_test(blocks, cache_verify_checks_files_of_blocks);
+	tcase_add_test(blocks, the_read_face_chooses_once_per_open);
 	suite_add_tcase(s, blocks);
 
 	tcase_add_test(spares, spare_buffers_are_reused_up_to_their_cap);

@@ -166,6 +166,35 @@ int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino, int *fd);
 /* Tells the policy that ino was served from the cache (lru recency). */
 void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
 
+/* What dlc_cache_open_hit found. */
+enum dlc_cache_hit {
+	DLC_CACHE_HIT_OPEN,      /* *fd is the checked copy; the read was told */
+	DLC_CACHE_HIT_UNCHECKED, /* not checked in this mount (or not cached):
+				  * nothing told, go through dlc_cache_read */
+	DLC_CACHE_HIT_GONE,      /* told, but the copy changed or went since its
+				  * check: go through dlc_cache_read, and do not
+				  * consume the read again */
+};
+
+/*
+ * A hit's one visit to the cache, for a copy checked earlier in this mount:
+ * under one take of the lock, looks up its stamp and, when it has one,
+ * tells the policy of the read (with consume, dlc_cache_consume's part
+ * first, then dlc_cache_hit's: the order of the separate calls); then opens
+ * the copy without the lock (dlc_store_open_checked).  *fd is -1 unless
+ * DLC_CACHE_HIT_OPEN.
+ */
+enum dlc_cache_hit dlc_cache_open_hit(struct dlc_cache *cache, uint32_t ino, bool consume,
+				     int *fd);
+
+/* dlc_cache_consume (with consume) then dlc_cache_hit, in one take of the
+ * lock: an open of a file read by blocks. */
+void dlc_cache_note_read(struct dlc_cache *cache, uint32_t ino, bool consume);
+
+/* How many times the cache's lock was released since it was made: tests
+ * count the takes of a hit with it (one). */
+uint64_t dlc_cache_lock_releases(struct dlc_cache *cache);
+
 /*
  * Offers the bytes of ino just read from the source.  Returns true when they
  * were admitted and written, false when bypassed (policy said no, admission

@@ -1,7 +1,8 @@
 /*
- * fs.h - the FUSE low-level file system: the only code that replies to the
- * kernel.  It serves the namespace from the snapshot, file bytes through
- * fetch.c, and the virtual files at the mount root: .stats (JSON), .control
+ * fs.h - the FUSE low-level file system: the FUSE folder is the only code
+ * that replies to the kernel (fs.c, with pending.c and readonly.c).  It
+ * serves the namespace from the snapshot, file bytes through the read face
+ * (read.h), and the virtual files at the mount root: .stats (JSON), .control
  * (the job writes importance and commands), .cached (the cached paths),
  * .chunks (the chunk of every file of a packed source, for a chunk-wise
  * sampler).

@@ -79,10 +79,15 @@ typedef void (*dlc_chunks_member_cb)(void *arg, uint32_t ino, const void *data, 
  * them, the rest handed to cb.  If a pass over the chunk is under way and
  * has not reached ino, waits for it and returns 0 with ino's bytes in buf.
  * In both cases the caller offers ino's bytes to the cache itself.
- * Otherwise returns -EAGAIN (the chunk was read whole already, or the pass
- * went past ino without its bytes): the caller looks in the cache, then
- * calls dlc_chunks_read_file.  -EIO when ino's own bytes are bad.
+ * Otherwise returns DLC_CHUNKS_NOT_IN_PASS (the chunk was read whole
+ * already, or the pass went past ino without its bytes): the caller looks
+ * in the cache, then calls dlc_chunks_read_file.  -EIO when ino's own bytes
+ * are bad.
  */
+enum dlc_chunks_pass {
+	DLC_CHUNKS_IN_PASS = 0,         /* buf holds ino's bytes */
+	DLC_CHUNKS_NOT_IN_PASS = 1,     /* no pass gave them: read the file alone */
+};
 int dlc_chunks_read_whole(struct dlc_chunks *chunks, uint32_t ino, void *buf, uint64_t size,
 			  dlc_chunks_member_cb cb, void *arg);
 

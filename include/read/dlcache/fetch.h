@@ -10,6 +10,9 @@
  * as a tree's: every byte from the source goes through one read interface
  * with three kinds (fetch.c).
  *
+ * The FUSE layer does not call these: it reads through the read face
+ * (read.h), which chooses among the entry points below once per open.
+ *
  * Prefetch requests (from .control) announce the reader's order; worker
  * threads fetch a bounded window ahead of it, through the same flights, so a
  * reader arriving during a prefetch shares it (see fetch.c).  Announced
@@ -81,10 +84,12 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
  * the cache, *later holds a reference to them and the caller passes it to
  * dlc_fetch_offer_later once the reader has its answer (admission decides
  * then, as for a miss); *later is NULL otherwise.  Until then, another open
- * of ino is a miss and fetches again.
+ * of ino is a miss and fetches again.  told: the cache was told of this
+ * read already (DLC_FETCH_MISS_TOLD), so it is neither consumed nor counted
+ * as the policy's hit again.
  */
-int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out,
-			       struct dlc_blob **later);
+int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
+			       struct dlc_blob **out, struct dlc_blob **later);
 
 /* Offers later's bytes (from dlc_fetch_get_answer_first, may be NULL) to the
  * cache as ino's and releases the reference. */
@@ -112,12 +117,23 @@ void dlc_fetch_stop(struct dlc_fetch *fetch);
 /* Whether a prefetch worker holds ino's bytes for a reader now ("staged"). */
 bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino);
 
+/* What dlc_fetch_open_cached and dlc_fetch_open_cached_blocks found. */
+enum dlc_fetch_found {
+	DLC_FETCH_FOUND,        /* *fd is the cache file, counted as a hit */
+	DLC_FETCH_MISS,         /* read it the long way (dlc_fetch_get_answer_first,
+				 * or by blocks) */
+	DLC_FETCH_MISS_TOLD,    /* the same, but the cache was told of the read
+				 * already: pass told to dlc_fetch_get_answer_first */
+};
+
 /*
- * A hit that needs no reading now: an fd on ino's cache file, checked
- * earlier in this mount (dlc_cache_open_checked), counted as a hit.  -ESTALE
- * when the caller must use dlc_fetch_get.
+ * A hit that needs no reading now: an fd on ino's cache file (of size
+ * bytes), checked earlier in this mount, counted as a hit; the check, the
+ * read's consumption and the policy's hit take the cache's lock once
+ * (dlc_cache_open_hit).  A file staged by a prefetch is a miss here.
  */
-int dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino);
+enum dlc_fetch_found dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino, uint64_t size,
+					   int *fd);
 
 /*
  * Files larger than max_file are read by blocks (blocks.h): cached in
@@ -135,12 +151,13 @@ void dlc_fetch_set_blocks(struct dlc_fetch *fetch, uint64_t block_size, uint64_t
  * itself (passthrough).  With check, blocks not yet checked in this mount
  * are checked first (dlc_cache_blocks_check_whole; it reads them, so not on
  * a FUSE request thread), unless they pass an eighth of the machine's
- * memory (their pages would not stay cached until read).  -ESTALE when the
- * file must be read by blocks (dlc_fetch_open_direct).  Counted by
- * dlc_fetch_note_whole_hit once the open keeps it.
+ * memory (their pages would not stay cached until read).  DLC_FETCH_MISS
+ * when the file must be read by blocks (dlc_fetch_open_direct).  Counted by
+ * dlc_fetch_note_whole_hit (size: the file's) once the open keeps it.
  */
-int dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino, bool check);
-void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino);
+enum dlc_fetch_found dlc_fetch_open_cached_blocks(struct dlc_fetch *fetch, uint32_t ino,
+						  bool check, int *fd);
+void dlc_fetch_note_whole_hit(struct dlc_fetch *fetch, uint32_t ino, uint64_t size);
 
 /* Reads of a file larger than max_file, through its reader.  0 or -errno. */
 int dlc_fetch_open_direct(struct dlc_fetch *fetch, uint32_t ino, struct dlc_block_reader **out);

@@ -20,6 +20,11 @@ struct flight {
 	unsigned refs;
 	bool landed;
 	bool ahead;                     /* flown by a prefetch worker, ahead of the reader */
+	bool settling;                  /* a reader's miss landed before its cache insert:
+					 * still listed, with the list's reference, until
+					 * dlc_fetch_offer_later has offered its bytes */
+	bool tier_due;                  /* settling: read from the source, offered to the
+					 * tier after the cache */
 	uint64_t stage_seq;             /* ahead: the announced position it is fetched for */
 	int rc;
 	struct dlc_blob *blob;          /* one reference held by the flight once landed */

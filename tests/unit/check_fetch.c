@@ -829,7 +829,7 @@ END_TEST
 /*
  * A reader answered first: a prefetched file that goes to the cache at its
  * read is handed back to be offered after the reply, and nothing is written
- * or decided before dlc_fetch_offer_later; a miss or a hit hands nothing.
+ * or decided before dlc_fetch_offer_later; a hit hands nothing.
  */
 START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 {
@@ -861,13 +861,57 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS) +
 			  dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
 
-	/* A miss writes before its answer, as before: nothing later. */
+	/* A miss is answered before its insert too (a_miss_is_answered_...). */
 	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), &blob, &later), 0);
 	assert_contents(blob, 2);
-	ck_assert_ptr_null(later);
+	ck_assert_ptr_nonnull(later);
 	dlc_blob_put(blob);
-	dlc_fetch_offer_later(fetch, ino_of(2), NULL);
+	dlc_fetch_offer_later(fetch, ino_of(2), later);
 	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 3);
+}
+END_TEST
+
+/*
+ * A reader's miss is answered before its cache insert (the insert, about a
+ * millisecond, doubled the open's wait on a 10 ms store): the open returns
+ * the source's bytes with nothing written, a reader arriving meanwhile
+ * shares them without a second fetch, and dlc_fetch_offer_later inserts
+ * them and ends the flight; the budget's charge is given back once.
+ */
+START_TEST(a_miss_is_answered_before_its_cache_insert)
+{
+	static struct dlc_budget budget;
+	struct dlc_blob *blob = NULL, *joined = NULL, *later = NULL, *none = NULL;
+	struct dlc_budget_gauges gauges;
+
+	dlc_budget_init(&budget, 1 << 20);
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	dlc_fetch_set_budget(fetch, &budget);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), &blob, &later), 0);
+	assert_contents(blob, 3);
+	ck_assert_ptr_nonnull(later);
+	ck_assert(!dlc_cache_contains(cache, ino_of(3)));
+	ck_assert_uint_eq(cached_entries(), 0);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), &joined, &none), 0);
+	ck_assert_ptr_eq(joined, blob);
+	ck_assert_ptr_null(none);       /* the owner offers them, once */
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 1);
+	dlc_blob_put(joined);
+	dlc_blob_put(blob);             /* the reader closes before the insert */
+
+	dlc_fetch_offer_later(fetch, ino_of(3), later);
+	ck_assert(dlc_cache_contains(cache, ino_of(3)));
+	ck_assert_ptr_null(fetch->flights);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+	get_and_check(3);               /* a hit now */
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 1);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+	dlc_budget_gauges(&budget, &gauges);
+	ck_assert_uint_eq(gauges.used, 0);
+	close_all();
+	dlc_budget_destroy(&budget);
 }
 END_TEST
 
@@ -1275,7 +1319,14 @@ START_TEST(verify_holds_and_catches_broken_states)
 	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
 	ghost.landed = true;                            /* landed but still listed */
 	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
-	ghost.landed = false;
+	ghost.settling = true;                          /* settling, without its bytes */
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
+	ghost.blob = fetch->staged[0].blob;
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
+	ghost.landed = false;                           /* settling before it landed */
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
+	ghost.settling = false;
+	ghost.blob = NULL;
 	twin = (struct flight) { .ino = ino_of(15), .refs = 1, .next = fetch->flights };
 	fetch->flights = &twin;                         /* two fetches of one file */
 	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
@@ -1311,6 +1362,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);
 	tcase_add_test(hits, a_prefetch_is_offered_to_a_full_cache_when_it_is_read);
 	tcase_add_test(hits, a_prefetch_hit_is_answered_before_its_cache_write);
+	tcase_add_test(hits, a_miss_is_answered_before_its_cache_insert);
 	tcase_add_test(hits, verify_holds_and_catches_broken_states);
 	suite_add_tcase(s, hits);
 

@@ -936,9 +936,12 @@ static void *prefetch_worker(void *arg)
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
 			(void)obtain(fetch, ino, node->size, seq, NULL, NULL);
 		}
+		/* This worker goes on with the room its item leaves: one other
+		 * is woken, for work this one may not take (a due warm entry
+		 * first). */
 		pthread_mutex_lock(&fetch->lock);
 		fetch->active--;
-		pthread_cond_broadcast(&fetch->queued);
+		pthread_cond_signal(&fetch->queued);
 	}
 	unlock(fetch);
 	return NULL;
@@ -1022,7 +1025,10 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 		fetch->plan_count++;
 		fetch->announced[ino] = ++fetch->next_seq;
 		queued = true;
-		pthread_cond_broadcast(&fetch->queued);
+		/* One entry, one worker: a broadcast per line woke all of them
+		 * (47,400 futex calls in an announced epoch of 2,000 files); a
+		 * busy worker takes the plan's next entry as it finishes. */
+		pthread_cond_signal(&fetch->queued);
 	}
 	unlock(fetch);
 	return queued;

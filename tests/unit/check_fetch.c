@@ -1027,6 +1027,27 @@ START_TEST(blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read)
 }
 END_TEST
 
+/*
+ * A reader's first read at offset 0 opens its readahead window: a shard
+ * read from its start no longer waits two blocks in serial round trips
+ * before its next blocks are asked for.
+ */
+START_TEST(a_read_at_offset_0_starts_readahead)
+{
+	struct dlc_block_reader *reader = NULL;
+	unsigned char buf[100];
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 8192);
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(6), &reader), 0);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(6), reader, buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	/* Block 0 behind the head read, blocks 1 and 2 ahead (before: block 0). */
+	wait_for_stat(DLC_STAT_READAHEADS, 3);
+	dlc_fetch_close_direct(fetch, reader);
+	read_blocks_and_check(6, 1000, NULL, 0);
+}
+END_TEST
+
 /* Flips byte 100 of every cache file of size bytes; returns how many. */
 /* Flips the byte at `at` of every cache file of size bytes; their count. */
 static int corrupt_files_of_size(off_t size, off_t at)
@@ -1395,6 +1416,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(blocks, a_corrupted_block_is_dropped_refetched_and_counted);
 	tcase_add_test(blocks, a_complete_file_of_blocks_opens_whole_once_checked);
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
+	tcase_add_test(blocks, a_read_at_offset_0_starts_readahead);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
 	tcase_add_test(blocks, cache_verify_checks_files_of_blocks);
 	suite_add_tcase(s, blocks);

@@ -22,8 +22,8 @@
  * fall up to two blocks behind the furthest read, or skip one ahead:
  * DataLoader workers and the kernel's async reads reorder a little; with the
  * mount's kernel readahead raised, by up to two of its windows more) gets a
- * window, two blocks once it has advanced twice, doubling with every block
- * it advances, up to readahead_max.  Blocks in the window that the cache
+ * window, two blocks once it has advanced twice or at its first read of
+ * block 0, doubling with every block it advances, up to readahead_max.  Blocks in the window that the cache
  * does not hold are flown ahead on the readahead pool; their bytes stay in
  * their landed flight ("staged") until the reader takes them, so a reader
  * arriving early joins the flight.  Any other read resets the window and
@@ -412,7 +412,11 @@ static void note_read(struct dlc_block_reader *reader, uint32_t first, uint32_t 
 	if (last + 1 > reader->next_index) {
 		reader->advances += last + 1 - reader->next_index;
 		reader->next_index = last + 1;
-		if (reader->advances >= 2 && blocks->readahead_blocks) {
+		/* A read from offset 0 opens the window at once: a file read
+		 * from its start is read whole far more often than not (a tar
+		 * shard), and waiting for a second block left half of a 4-8
+		 * block shard to serial round trips. */
+		if ((reader->advances >= 2 || first == 0) && blocks->readahead_blocks) {
 			reader->window = reader->window ? reader->window * 2 : 2;
 			if (reader->window > blocks->readahead_blocks)
 				reader->window = blocks->readahead_blocks;

@@ -4,9 +4,13 @@
  * A reader first asks the cache.  On a miss it looks for a flight (a fetch
  * in progress) for the same inode: if there is one it waits for it and
  * shares its bytes; if not, it starts one, reads the whole file from the
- * source without holding any lock, offers the bytes to the cache, and only
- * then lands the flight, so that a reader arriving while the bytes are being
- * written to the cache joins the flight instead of starting a second fetch.
+ * source without holding any lock, and lands the flight.  A reader answered
+ * first (dlc_fetch_get_answer_first) has its bytes before they are offered
+ * to the cache: the flight lands "settling", still listed, until
+ * dlc_fetch_offer_later has offered them; otherwise the bytes are offered
+ * before the flight lands.  Either way a reader arriving while the bytes
+ * are being written to the cache joins the flight instead of starting a
+ * second fetch.
  * A reader that joined waits until its request's deadline at most
  * (deadline.h); the owner's source calls end by its own.
  *
@@ -70,6 +74,9 @@
  * Plan entry i (from plan_head) has sequence number plan_head_seq + i.
  * A flight is referenced by its owner and by each waiter (refs); the last
  * one to drop it frees it.  At most one flight per inode is in the list.
+ * A listed flight is unlanded, or a reader's miss settling (landed with its
+ * bytes, before its cache insert; the list holds a reference until
+ * dlc_fetch_offer_later unlists it).
  * Verify builds check these at every release of fetch->lock (verify.h:
  * unlock, wait_on; dlc_fetch_verify_locked, fetch_verify.c, says what).
  */
@@ -442,12 +449,42 @@ static bool passed(const struct dlc_fetch *fetch, uint64_t seq)
 	return seq + fetch->window <= fetch->reader_seq;
 }
 
+#ifndef NDEBUG
+/*
+ * Test hook (debug builds): DLCACHE_TEST_HOLD_INSERT=MS holds a reader's
+ * miss MS milliseconds before its bytes are offered to the cache, so that
+ * a test can tell whether its open waits for the insert.
+ */
+static long insert_hold_ms;
+static pthread_once_t insert_hold_once = PTHREAD_ONCE_INIT;
+
+static void read_insert_hold(void)
+{
+	const char *value = getenv("DLCACHE_TEST_HOLD_INSERT");
+
+	insert_hold_ms = value ? strtol(value, NULL, 10) : 0;
+}
+
+static void hold_insert_for_test(void)
+{
+	pthread_once(&insert_hold_once, read_insert_hold);
+	if (insert_hold_ms > 0)
+		nanosleep(&(struct timespec) { insert_hold_ms / 1000, insert_hold_ms % 1000 * 1000000 },
+			  NULL);
+}
+#else
+static void hold_insert_for_test(void)
+{
+}
+#endif
+
 /* Offers a landing flight's bytes (see fly); whether the offer was made. */
 static bool offer_landing(struct dlc_fetch *fetch, const struct flight *flight,
 			  const void *data, uint64_t size)
 {
 	if (flight->ahead)
 		return dlc_cache_offer_if_room(fetch->cache, flight->ino, data, size);
+	hold_insert_for_test();
 	dlc_cache_offer(fetch->cache, flight->ino, data, size);
 	return true;
 }
@@ -462,22 +499,27 @@ static uint64_t monotonic_ns(void)
 
 /*
  * Fetches ino from the source as the owner of flight, then lands it.  A
- * miss's bytes are offered to the cache before it lands.  A prefetch's are
- * too while the cache has free room (dlc_cache_offer_if_room: the cache
- * fills in the background); otherwise when they are read (dlc_fetch_get
- * takes them staged, or a reader joined the flight), so that admission
- * decides at the read, as for a miss: decided a window of reads earlier,
- * it evicted for files on a cache that changed by their read (2-4% more
- * source opens in tests/bench/announce.sh).
+ * miss's bytes are offered to the cache before it lands, unless settle (its
+ * reader is answered first, dlc_fetch_get_answer_first): then the flight
+ * lands "settling", listed still with a reference of the list's, so that a
+ * reader arriving during the insert joins it and has the bytes at once, and
+ * dlc_fetch_offer_later offers them and unlists it (settled).  A prefetch's
+ * are offered too while the cache has free room (dlc_cache_offer_if_room:
+ * the cache fills in the background); otherwise when they are read
+ * (dlc_fetch_get takes them staged, or a reader joined the flight), so that
+ * admission decides at the read, as for a miss: decided a window of reads
+ * earlier, it evicted for files on a cache that changed by their read (2-4%
+ * more source opens in tests/bench/announce.sh).
  */
-static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
+static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size, bool settle)
 {
 	struct dlc_blob *blob = blob_new(fetch, size);
 	bool offered = false;           /* to the cache, by the source (a chunk read) or here */
-	bool staged = false, stopping;
+	bool staged = false, stopping, tier_due = false;
 	uint64_t hash;
 	int rc;
 
+	settle = settle && !flight->ahead;
 	if (!blob) {
 		rc = -ENOMEM;
 		goto land;
@@ -487,23 +529,32 @@ static int fly(struct dlc_fetch *fetch, struct flight *flight, uint64_t size)
 	if (fetch->tier &&
 	    dlc_tier_get(fetch->tier, flight->ino, blob->data, size,
 			 dlc_chunks_recorded_hash(fetch->chunks, flight->ino, &hash)) == 0) {
-		offered = offer_landing(fetch, flight, blob->data, size);
+		if (!settle)
+			offered = offer_landing(fetch, flight, blob->data, size);
 		rc = 0;
 		goto land;
 	}
 	rc = fetch->source->read_whole(fetch, flight->ino, blob, &offered);
-	if (rc == 0 && !offered)
+	settle = settle && rc == 0 && !offered;
+	tier_due = settle && fetch->tier;
+	if (rc == 0 && !offered && !settle)
 		offered = offer_landing(fetch, flight, blob->data, size);
-	if (rc == 0 && fetch->tier)
+	if (rc == 0 && fetch->tier && !tier_due)
 		dlc_tier_offer(fetch->tier, flight->ino, blob->data, size,
 			       dlc_cache_score(fetch->cache, flight->ino));
 land:
+	settle = settle && rc == 0;
 	pthread_mutex_lock(&fetch->lock);
-	for (struct flight **p = &fetch->flights; *p; p = &(*p)->next) {
+	for (struct flight **p = &fetch->flights; *p && !settle; p = &(*p)->next) {
 		if (*p == flight) {
 			*p = flight->next;
 			break;
 		}
+	}
+	if (settle) {
+		flight->settling = true;
+		flight->tier_due = tier_due;
+		flight->refs++;         /* the list's, until settled */
 	}
 	flight->landed = true;
 	flight->rc = rc;
@@ -539,9 +590,12 @@ land:
  * reference to the bytes.  A reader that joined waits at most until its
  * request's deadline (deadline.h), then leaves with -ETIMEDOUT while the
  * flight goes on for the others; the owner's source calls end by its own.
+ * With later (a reader's miss answered first), an owner's flight lands
+ * settling and *later holds the bytes for dlc_fetch_offer_later; a joiner's
+ * *later stays NULL (the owner offers them).
  */
 static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t stage_seq,
-		  struct dlc_blob **out)
+		  struct dlc_blob **out, struct dlc_blob **later)
 {
 	struct flight *flight;
 	bool owner = false;
@@ -568,7 +622,7 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 	unlock(fetch);
 
 	if (owner)
-		fly(fetch, flight, size);
+		fly(fetch, flight, size, later != NULL);
 
 	pthread_mutex_lock(&fetch->lock);
 	while (!flight->landed) {
@@ -590,6 +644,8 @@ static int obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t
 	rc = flight->rc;
 	if (rc == 0 && out)
 		*out = dlc_blob_get(flight->blob);
+	if (owner && flight->settling)
+		*later = dlc_blob_get(flight->blob);
 	flight_put(fetch, flight);
 	unlock(fetch);
 	return rc;
@@ -684,11 +740,39 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 	return rc;
 }
 
+/*
+ * Unlists ino's settling flight of bytes later, if any (a miss's, see fly),
+ * its insert done: a reader arriving now finds the cache.  Whether the
+ * bytes are still due to the tier.
+ */
+static bool settled(struct dlc_fetch *fetch, uint32_t ino, const struct dlc_blob *later)
+{
+	bool tier_due = false;
+
+	pthread_mutex_lock(&fetch->lock);
+	for (struct flight **p = &fetch->flights; *p; p = &(*p)->next) {
+		struct flight *flight = *p;
+
+		if (flight->ino == ino && flight->settling && flight->blob == later) {
+			*p = flight->next;
+			tier_due = flight->tier_due;
+			flight_put(fetch, flight);
+			break;
+		}
+	}
+	unlock(fetch);
+	return tier_due;
+}
+
 void dlc_fetch_offer_later(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *later)
 {
 	if (!later)
 		return;
+	hold_insert_for_test();
 	dlc_cache_offer(fetch->cache, ino, later->data, later->size);
+	if (settled(fetch, ino, later))
+		dlc_tier_offer(fetch->tier, ino, later->data, later->size,
+			       dlc_cache_score(fetch->cache, ino));
 	dlc_blob_put(later);
 }
 
@@ -735,7 +819,7 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
 	}
 	dlc_blob_put(blob);
 	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
-	return obtain(fetch, ino, node->size, 0, out);
+	return obtain(fetch, ino, node->size, 0, out, later);
 }
 
 bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino)
@@ -858,11 +942,14 @@ static void *prefetch_worker(void *arg)
 		/* Memory short: the file is left to be an ordinary miss. */
 		if (prefetch_room(fetch, node->size)) {
 			dlc_stats_add(fetch->stats, DLC_STAT_PREFETCHES, 1);
-			(void)obtain(fetch, ino, node->size, seq, NULL);
+			(void)obtain(fetch, ino, node->size, seq, NULL, NULL);
 		}
+		/* This worker goes on with the room its item leaves: one other
+		 * is woken, for work this one may not take (a due warm entry
+		 * first). */
 		pthread_mutex_lock(&fetch->lock);
 		fetch->active--;
-		pthread_cond_broadcast(&fetch->queued);
+		pthread_cond_signal(&fetch->queued);
 	}
 	unlock(fetch);
 	return NULL;
@@ -946,7 +1033,10 @@ bool dlc_fetch_prefetch(struct dlc_fetch *fetch, uint32_t ino)
 		fetch->plan_count++;
 		fetch->announced[ino] = ++fetch->next_seq;
 		queued = true;
-		pthread_cond_broadcast(&fetch->queued);
+		/* One entry, one worker: a broadcast per line woke all of them
+		 * (47,400 futex calls in an announced epoch of 2,000 files); a
+		 * busy worker takes the plan's next entry as it finishes. */
+		pthread_cond_signal(&fetch->queued);
 	}
 	unlock(fetch);
 	return queued;
@@ -1051,8 +1141,8 @@ void dlc_fetch_close_direct(struct dlc_fetch *fetch, struct dlc_block_reader *re
 }
 
 /*
- * Listed flights unlanded, held, one per inode, a prefetch's with its
- * position; the plan ring in its slots, numbered up to the last
+ * Listed flights unlanded or settling (a miss's, with its bytes), held,
+ * one per inode, a prefetch's with its position; the plan ring in its slots, numbered up to the last
  * announcement, each entry announced at its number, later or opened (0);
  * staged files in their slots, with bytes and a position, staged_bytes
  * their sum; the readers' position; nothing planned or staged without the

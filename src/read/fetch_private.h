@@ -20,6 +20,11 @@ struct flight {
 	unsigned refs;
 	bool landed;
 	bool ahead;                     /* flown by a prefetch worker, ahead of the reader */
+	bool settling;                  /* a reader's miss landed before its cache insert:
+					 * still listed, with the list's reference, until
+					 * dlc_fetch_offer_later has offered its bytes */
+	bool tier_due;                  /* settling: read from the source, offered to the
+					 * tier after the cache */
 	uint64_t stage_seq;             /* ahead: the announced position it is fetched for */
 	int rc;
 	struct dlc_blob *blob;          /* one reference held by the flight once landed */
@@ -63,8 +68,9 @@ struct dlc_fetch {
 	pthread_mutex_t lock;
 	pthread_cond_t landed;          /* broadcast when any flight lands */
 	struct flight *flights;         /* guarded by lock */
-	pthread_cond_t queued;          /* broadcast when the plan gains work, the window
-					 * gains room, or stopping */
+	pthread_cond_t queued;          /* signalled once per plan entry and as a worker
+					 * leaves its item, broadcast when staged files
+					 * leave the window, or stopping */
 	uint32_t *plan;                 /* guarded by lock: announced inodes, a ring */
 	size_t plan_size;               /* guarded by lock: slots in plan */
 	size_t plan_head;               /* guarded by lock: next to take */

@@ -16,7 +16,8 @@ int dlc_fetch_verify_locked(const struct dlc_fetch *fetch)
 	uint64_t bytes = 0;
 
 	for (const struct flight *f = fetch->flights, *g; f; f = f->next) {
-		if (f->landed || f->refs == 0 || f->ahead != (f->stage_seq != 0) ||
+		if (f->landed != f->settling || f->refs == 0 || f->ahead != (f->stage_seq != 0) ||
+		    (f->settling && (f->ahead || f->rc != 0 || !f->blob)) ||
 		    f->stage_seq > fetch->next_seq)
 			return -EUCLEAN;
 		for (g = f->next; g; g = g->next)

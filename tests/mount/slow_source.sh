@@ -96,6 +96,24 @@ PY
 	within 3 "the fetched file, now a hit" cmp "$MNT/$f" "$SRC/$f"
 }
 
+# A miss's open is answered before its cache insert: the debug hook
+# DLCACHE_TEST_HOLD_INSERT holds the insert 3 s, and the open and read of
+# the missed file, and a second reader's during the hold (which shares the
+# fetched bytes: one source read), finish well within it; the file is in
+# the cache once the hold is over.
+test_a_miss_is_answered_before_its_cache_insert() {
+	ALLOWED_LOG='^$'
+	local f
+	f=$(small 3 5)
+	DLCACHE_TEST_HOLD_INSERT=3000 start_daemon "$SNAP,cache_max_file=1M"
+	within 2 "a miss whose insert is held 3 s" cmp "$MNT/$f" "$SRC/$f"
+	within 2 "the same file during the insert" cmp "$MNT/$f" "$SRC/$f"
+	expect_eq "cached entries during the insert" "$(stat_value cache.entries)" 0
+	wait_stat cache.entries 1 10
+	expect_eq "bytes from remote" "$(stat_value bytes_from_remote)" "$(stat -c %s "$SRC/$f")"
+	stop_daemon
+}
+
 # An INTERRUPT that reaches the daemon before the request is watched: libfuse
 # runs the callback inside fuse_req_interrupt_func, where a reply from it
 # would free the request under libfuse (pending.c).  The debug hook

@@ -898,7 +898,7 @@ END_TEST
 /*
  * A reader answered first: a prefetched file that goes to the cache at its
  * read is handed back to be offered after the reply, and nothing is written
- * or decided before dlc_fetch_offer_later; a miss or a hit hands nothing.
+ * or decided before dlc_fetch_offer_later; a hit hands nothing.
  */
 START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 {
@@ -930,13 +930,57 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS) +
 			  dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
 
-	/* A miss writes before its answer, as before: nothing later. */
+	/* A miss is answered before its insert too (a_miss_is_answered_...). */
 	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), false, &blob, &later), 0);
 	assert_contents(blob, 2);
-	ck_assert_ptr_null(later);
+	ck_assert_ptr_nonnull(later);
 	dlc_blob_put(blob);
-	dlc_fetch_offer_later(fetch, ino_of(2), NULL);
+	dlc_fetch_offer_later(fetch, ino_of(2), later);
 	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 3);
+}
+END_TEST
+
+/*
+ * A reader's miss is answered before its cache insert (the insert, about a
+ * millisecond, doubled the open's wait on a 10 ms store): the open returns
+ * the source's bytes with nothing written, a reader arriving meanwhile
+ * shares them without a second fetch, and dlc_fetch_offer_later inserts
+ * them and ends the flight; the budget's charge is given back once.
+ */
+START_TEST(a_miss_is_answered_before_its_cache_insert)
+{
+	static struct dlc_budget budget;
+	struct dlc_blob *blob = NULL, *joined = NULL, *later = NULL, *none = NULL;
+	struct dlc_budget_gauges gauges;
+
+	dlc_budget_init(&budget, 1 << 20);
+	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
+	dlc_fetch_set_budget(fetch, &budget);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), false, &blob, &later), 0);
+	assert_contents(blob, 3);
+	ck_assert_ptr_nonnull(later);
+	ck_assert(!dlc_cache_contains(cache, ino_of(3)));
+	ck_assert_uint_eq(cached_entries(), 0);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), false, &joined, &none), 0);
+	ck_assert_ptr_eq(joined, blob);
+	ck_assert_ptr_null(none);       /* the owner offers them, once */
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 1);
+	dlc_blob_put(joined);
+	dlc_blob_put(blob);             /* the reader closes before the insert */
+
+	dlc_fetch_offer_later(fetch, ino_of(3), later);
+	ck_assert(dlc_cache_contains(cache, ino_of(3)));
+	ck_assert_ptr_null(fetch->flights);
+	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
+	get_and_check(3);               /* a hit now */
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 1);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 1);
+	dlc_budget_gauges(&budget, &gauges);
+	ck_assert_uint_eq(gauges.used, 0);
+	close_all();
+	dlc_budget_destroy(&budget);
 }
 END_TEST
 
@@ -1049,6 +1093,27 @@ START_TEST(blocks_are_the_sources_bytes_and_cached_ones_cost_no_source_read)
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_BLOCK_MISSES), 0);
 	ck_assert_uint_ge(dlc_stats_get(&stats, DLC_STAT_BLOCK_HITS), 3);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_CORRUPT), 0);
+}
+END_TEST
+
+/*
+ * A reader's first read at offset 0 opens its readahead window: a shard
+ * read from its start no longer waits two blocks in serial round trips
+ * before its next blocks are asked for.
+ */
+START_TEST(a_read_at_offset_0_starts_readahead)
+{
+	struct dlc_block_reader *reader = NULL;
+	unsigned char buf[100];
+
+	open_blocks(DLC_POLICY_FREEZE, 1 << 20, 0, 8192);
+	ck_assert_int_eq(dlc_fetch_open_direct(fetch, ino_of(6), &reader), 0);
+	ck_assert_int_eq(dlc_fetch_read_direct(fetch, ino_of(6), reader, buf, sizeof(buf), 0),
+			 (ssize_t)sizeof(buf));
+	/* Block 0 behind the head read, blocks 1 and 2 ahead (before: block 0). */
+	wait_for_stat(DLC_STAT_READAHEADS, 3);
+	dlc_fetch_close_direct(fetch, reader);
+	read_blocks_and_check(6, 1000, NULL, 0);
 }
 END_TEST
 
@@ -1547,7 +1612,14 @@ START_TEST(verify_holds_and_catches_broken_states)
 	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
 	ghost.landed = true;                            /* landed but still listed */
 	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
-	ghost.landed = false;
+	ghost.settling = true;                          /* settling, without its bytes */
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
+	ghost.blob = fetch->staged[0].blob;
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), 0);
+	ghost.landed = false;                           /* settling before it landed */
+	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
+	ghost.settling = false;
+	ghost.blob = NULL;
 	twin = (struct flight) { .ino = ino_of(15), .refs = 1, .next = fetch->flights };
 	fetch->flights = &twin;                         /* two fetches of one file */
 	ck_assert_int_eq(dlc_fetch_verify_locked(fetch), -EUCLEAN);
@@ -1585,6 +1657,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);
 	tcase_add_test(hits, a_prefetch_is_offered_to_a_full_cache_when_it_is_read);
 	tcase_add_test(hits, a_prefetch_hit_is_answered_before_its_cache_write);
+	tcase_add_test(hits, a_miss_is_answered_before_its_cache_insert);
 	tcase_add_test(hits, verify_holds_and_catches_broken_states);
 	suite_add_tcase(s, hits);
 
@@ -1617,6 +1690,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(blocks, a_corrupted_block_is_dropped_refetched_and_counted);
 	tcase_add_test(blocks, a_complete_file_of_blocks_opens_whole_once_checked);
 	tcase_add_test(blocks, concurrent_readers_share_one_source_read_per_block);
+	tcase_add_test(blocks, a_read_at_offset_0_starts_readahead);
 	tcase_add_test(blocks, a_file_of_blocks_is_one_entry_charged_whole_and_evicted_whole);
 	tcase_add_test(blocks, cache_verify_checks_files_of_blocks);
 	tcase_add_test(blocks, the_read_face_chooses_once_per_open);

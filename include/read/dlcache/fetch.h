@@ -81,18 +81,20 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
 /*
  * dlc_fetch_get for a caller that answers its reader before the cache is
  * written: when ino's bytes were staged by a prefetch worker and still go to
- * the cache, *later holds a reference to them and the caller passes it to
- * dlc_fetch_offer_later once the reader has its answer (admission decides
- * then, as for a miss); *later is NULL otherwise.  Until then, another open
- * of ino is a miss and fetches again.  told: the cache was told of this
- * read already (DLC_FETCH_MISS_TOLD), so it is neither consumed nor counted
- * as the policy's hit again.
+ * the cache, or fetched by this call (a miss), *later holds a reference to
+ * them and the caller must pass it to dlc_fetch_offer_later once the reader
+ * has its answer (admission decides then); *later is NULL otherwise.  Until
+ * then, another open of a miss's ino shares its bytes (its flight stays
+ * listed), and another open of a staged file is a miss and fetches again.
+ * told: the cache was told of this read already (DLC_FETCH_MISS_TOLD), so
+ * it is neither consumed nor counted as the policy's hit again.
  */
 int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
 			       struct dlc_blob **out, struct dlc_blob **later);
 
 /* Offers later's bytes (from dlc_fetch_get_answer_first, may be NULL) to the
- * cache as ino's and releases the reference. */
+ * cache as ino's (and to the tier, for a miss's), ends the miss's flight and
+ * releases the reference. */
 void dlc_fetch_offer_later(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob *later);
 
 /* Starts worker threads that serve prefetch requests, holding at most

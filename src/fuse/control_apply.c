@@ -4,7 +4,7 @@
  * control.c parses what a job writes into commands; this file resolves their
  * paths in the snapshot and hands them to the modules that act on them:
  * scores (and forget) go to cache.c in batches of SCORE_BATCH under one cache
- * lock, prefetch lines to fetch.c (after the scores before them, so admission
+ * lock, prefetch lines to prefetch.c (after the scores before them, so admission
  * judges a prefetch by those), "epoch N" saves the scores, reset clears them,
  * "tier ..." and "tier off" replace the cluster tier's server list (tier.c),
  * when the writer is the mount's owner or root (fs.c says which): they

@@ -12,7 +12,7 @@
  * source in one call, then offers it to the cache (cache_blocks.c decides).
  * Readers wanting a block in flight wait for it and share its bytes.
  *
- * The source is fetch.c's (struct dlc_block_source): a tree's file, opened
+ * The source is fetch_source.c's (struct dlc_block_source): a tree's file, opened
  * by path once per reader, or a packed member (dlcache pack, snapshot
  * --tar), read by range of its chunk through chunks.c's shared handle.
  * Blocks know nothing of the difference: both are cached, checked and read

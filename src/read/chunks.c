@@ -49,7 +49,7 @@
  *
  * Held bytes.  A member that admission refuses would be lost once its pass
  * has gone by, yet a chunk-wise reader comes for the members of a chunk
- * soon after reading it whole.  So fetch.c hands refused members back here
+ * soon after reading it whole.  So fetch_source.c hands refused members back here
  * (dlc_chunks_hold): copies of them wait in a FIFO ring of at most
  * HOLD_BYTES and HOLD_SLOTS entries, oldest dropped first, until a reader
  * takes them (once).  held_at[ino] names the ring slot of ino's copy; a slot

@@ -1,8 +1,10 @@
 /*
- * fetch_private.h - the state of the fetcher (fetch.c) that its invariant
- * checks (fetch_verify.c) read: flights, staged prefetches, the plan, the
- * source table.  Private to src/read/; other layers see struct dlc_fetch
- * as opaque (fetch.h).
+ * fetch_private.h - the state of the fetcher, shared by its files (fetch.c
+ * says which owns what, each calling only those below it: prefetch.c,
+ * fetch.c, staging.c, fetch_source.c) and read by its invariant checks
+ * (fetch_verify.c): flights, staged prefetches, the plan, the source table.
+ * Private to src/read/; other layers see struct dlc_fetch as opaque
+ * (fetch.h).
  */
 #ifndef DLCACHE_READ_FETCH_PRIVATE_H
 #define DLCACHE_READ_FETCH_PRIVATE_H
@@ -11,8 +13,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "dlcache/fetch.h"
+#include "dlcache/verify.h"
 #include "warm_list.h"
 
 struct flight {
@@ -41,7 +45,7 @@ struct staged {
 					 * or by a chunk read): not again at its read */
 };
 
-/* How a mount reads its source: see "The source" in fetch.c. */
+/* How a mount reads its source: see "The source" in fetch_source.c. */
 struct source_ops {
 	/* Regular file ino (blob->size bytes per the snapshot) into blob;
 	 * *offered when it is in the cache already.  0, -EIO, -ENOMEM. */
@@ -95,10 +99,71 @@ struct dlc_fetch {
 	unsigned nworkers;
 };
 
+/* The two tables of fetch_source.c: a tree's, a packed snapshot's. */
+extern const struct source_ops dlc_fetch_source_tree, dlc_fetch_source_packed;
+
 /*
- * The invariants of fetch.c's INVARIANTS block: 0, or -EUCLEAN.  fetch->lock
- * held.  fetch.c runs it at every release of the lock in verify builds.
+ * fetch.c: joins the flight for ino, or starts and flies it (stage_seq not
+ * 0: a prefetch for that announced position, staged as it lands), and
+ * waits for it to land; *out (out not NULL) one reference to the bytes;
+ * with later, a reader's miss answered first (fetch.c says how).  0 or
+ * -errno; fetch->lock not held.
+ */
+int dlc_fetch_obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint64_t stage_seq,
+		     struct dlc_blob **out, struct dlc_blob **later);
+
+/*
+ * staging.c, each with fetch->lock held, never dropped: whether announced
+ * position seq is a whole window behind the readers; whether the warm
+ * list's first entry is due; a reader's open of ino noted (its staged
+ * bytes, if any, returned, *offered whether they were offered already);
+ * whether staged and in-flight prefetches fill the window; room made for
+ * one more plan entry (false: none).
+ */
+bool dlc_staging_passed(const struct dlc_fetch *fetch, uint64_t seq);
+bool dlc_staging_warm_due(const struct dlc_fetch *fetch);
+struct dlc_blob *dlc_staging_reader_opened(struct dlc_fetch *fetch, uint32_t ino, bool *offered);
+bool dlc_staging_window_full(const struct dlc_fetch *fetch);
+bool dlc_staging_plan_grow(struct dlc_fetch *fetch);
+
+/*
+ * The invariants of the INVARIANTS blocks of fetch.c and staging.c: 0, or
+ * -EUCLEAN.  fetch->lock held.  Run at every release of the lock in verify
+ * builds (unlock, wait_on below).
  */
 int dlc_fetch_verify_locked(const struct dlc_fetch *fetch);
+
+/*
+ * fetch->lock released (unlock) or waited on (wait_on) by every fetch file,
+ * in verify builds once these hold (dlc_fetch_verify_locked):
+ * listed flights unlanded or settling (a miss's, with its bytes), held,
+ * one per inode, a prefetch's with its position; the plan ring in its slots, numbered up to the last
+ * announcement, each entry announced at its number, later or opened (0);
+ * staged files in their slots, with bytes and a position, staged_bytes
+ * their sum; the readers' position; nothing planned or staged without the
+ * announced table, nor planned once stopping; the warm list in its slots,
+ * in announced order.
+ */
+static inline void unlock(struct dlc_fetch *fetch)
+{
+	DLC_VERIFY(dlc_fetch_verify_locked(fetch));
+	pthread_mutex_unlock(&fetch->lock);
+}
+
+static inline void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond)
+{
+	DLC_VERIFY(dlc_fetch_verify_locked(fetch));
+	pthread_cond_wait(cond, &fetch->lock);
+}
+
+/* CLOCK_MONOTONIC in nanoseconds: when a prefetch was staged (fly), how
+ * long ago (staging.c). */
+static inline uint64_t monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+}
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * fetch_verify.c - the fetcher's invariants checked (fetch.c's INVARIANTS):
- * the flight list, the plan ring and its numbering, the staged files and
- * their bytes, the reader's position and the warm list (in announced
- * order).  Reads the state only; the caller holds fetch->lock.
+ * fetch_verify.c - the fetcher's invariants checked (the INVARIANTS of
+ * fetch.c and staging.c): the flight list, the plan ring and its
+ * numbering, the staged files and their bytes, the reader's position and
+ * the warm list (in announced order).  Reads the state only; the caller
+ * holds fetch->lock.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -24,7 +24,7 @@
  * its first plan entry: the stream goes on ahead of it (its reads move the
  * entry's cursor), and the entry, with whatever it still stages, goes when
  * its last reader closes.  Entries nobody opened leave once a shard
- * announced prefetch_window or more after them is opened (as fetch.c
+ * announced prefetch_window or more after them is opened (as staging.c
  * passes whole files), or once the file is opened whole from the cache.
  *
  * Locking: blocks->lock guards the plan (blocks_private.h); a pump runs

@@ -1,8 +1,8 @@
 /*
- * warm_list.h - the announced hits waiting to be read ahead (fetch.c's
+ * warm_list.h - the announced hits waiting to be read ahead (prefetch.c's
  * "Announced hits are read ahead"): a ring of inodes in announced order,
  * each with its sequence number, and the count of slots kept for plan
- * entries a worker is looking at.  Not locked itself: fetch.c holds its
+ * entries a worker is looking at.  Not locked itself: the fetcher holds its
  * lock around every call.  Private to src/read/.
  */
 #ifndef DLCACHE_READ_WARM_LIST_H
@@ -52,7 +52,7 @@ void dlc_warm_list_clear(struct dlc_warm_list *list);
  * Asks the kernel to read ino's cache file ahead (POSIX_FADV_WILLNEED), if
  * the entry was checked in this mount (an unchecked one is read whole by
  * its first hit anyway), and counts it as warmed.  The advice only starts
- * the reads: nothing waits for the disk here.  Call without fetch.c's lock.
+ * the reads: nothing waits for the disk here.  Call without the fetcher's lock.
  */
 void dlc_warm_file(struct dlc_cache *cache, struct dlc_stats *stats, uint32_t ino);
 

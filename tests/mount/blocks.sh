@@ -5,7 +5,7 @@
 # read; a corrupted block is refetched and counted; kill -9 mid-stream then
 # a remount serves only correct bytes; the disk stays within cache_size.
 # The same tests run over the two packed sources, whose members larger than
-# cache_max_file are cached by blocks too (fetch.c's one read interface):
+# cache_max_file are cached by blocks too (fetch_source.c's one read interface):
 # a dlcache pack of the tree, and a tar shard indexed in place with
 # dlcache snapshot --tar --merge.
 . "$(dirname "$0")/lib.sh"

@@ -2,9 +2,8 @@
  * check_fetch.c - the read path without FUSE: snapshot, store, cache and
  * fetch over a real directory and a real cache directory.
  *
- * White box: fetch.c keeps its structs to itself, so this suite compiles it
- * in (its symbols take the place of the library's) to break a fetcher's
- * state on purpose and see dlc_fetch_verify catch it; the cache's state is
+ * White box: the fetcher's state is read through fetch_private.h, to break
+ * it on purpose and see dlc_fetch_verify catch it; the cache's state is
  * read through cache_private.h, as dlc_cache_verify's tests break it.
  */
 #include <check.h>
@@ -31,7 +30,7 @@
 #include "dlcache/store.h"
 
 #include "../../src/cache/cache_private.h"
-#include "../../src/read/fetch.c"
+#include "../../src/read/fetch_private.h"
 
 #define NFILES 20
 #define FILE_SIZE 10000

@@ -16,7 +16,7 @@
  * reader opens them, under the same rules.
  *
  * blocks.c never opens the source itself: a block's bytes come from a
- * dlc_block_source (fetch.c's "block" kind), a tree's file by path or a
+ * dlc_block_source (fetch_source.c's "block" kind), a tree's file by path or a
  * packed member by range of its chunk, so both are cached alike.
  */
 #ifndef DLCACHE_BLOCKS_H

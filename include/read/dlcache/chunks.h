@@ -16,7 +16,7 @@
  *
  * Whole-chunk reads (mount option chunk_fetch=1): the first miss on a chunk
  * reads it in one sequential pass and hands every member's checked bytes to
- * a callback (fetch.c offers them to the cache), so one read warms many
+ * a callback (fetch_source.c offers them to the cache), so one read warms many
  * samples; a chunk is read whole at most once per mount.  Members that
  * admission refuses are held in memory for a while (dlc_chunks_hold), for a
  * reader that goes through the chunk soon after, as a chunk-wise sampler
@@ -61,7 +61,7 @@ int dlc_chunks_read_file(struct dlc_chunks *chunks, uint32_t ino, void *buf, uin
 
 /*
  * Reads up to len bytes at off inside regular file ino: the blocks of a
- * file larger than cache_max_file (blocks.c, through fetch.c), not checked
+ * file larger than cache_max_file (blocks.c, through fetch_source.c), not checked
  * here (the xxh3 covers the whole file; a cached block has its own).  The
  * count, short only at the file's end; -EIO as above.
  */

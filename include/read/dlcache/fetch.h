@@ -8,14 +8,14 @@
  * mount's cache_max_file are read and cached by blocks, with readahead for
  * sequential readers (blocks.h, the "direct" calls below), a packed source's
  * as a tree's: every byte from the source goes through one read interface
- * with three kinds (fetch.c).
+ * with three kinds (fetch_source.c).
  *
  * The FUSE layer does not call these: it reads through the read face
  * (read.h), which chooses among the entry points below once per open.
  *
  * Prefetch requests (from .control) announce the reader's order; worker
  * threads fetch a bounded window ahead of it, through the same flights, so a
- * reader arriving during a prefetch shares it (see fetch.c).  Announced
+ * reader arriving during a prefetch shares it (see prefetch.c).  Announced
  * files larger than max_file are streamed ahead by blocks (blocks.h).
  */
 #ifndef DLCACHE_FETCH_H
@@ -51,7 +51,7 @@ struct dlc_fetch *dlc_fetch_create_packed(struct dlc_backend *backend,
 					  uint64_t max_file, bool chunk_fetch);
 void dlc_fetch_free(struct dlc_fetch *fetch);
 
-/* The invariants of fetch.c (flights, plan, staged files): 0, or -EUCLEAN
+/* The invariants of fetch.c and staging.c (flights, plan, staged files): 0, or -EUCLEAN
  * when one is broken (verify.h). */
 int dlc_fetch_verify(struct dlc_fetch *fetch);
 

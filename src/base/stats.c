@@ -55,6 +55,7 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_CONTROL_LINES] = "control_lines",
 	[DLC_STAT_CONTROL_ERRORS] = "control_errors",
 	[DLC_STAT_INTERRUPTED] = "interrupted",
+	[DLC_STAT_EXPIRED] = "expired",
 	[DLC_STAT_HITS_PASSTHROUGH] = "hits_passthrough",
 	[DLC_STAT_PASSTHROUGH_DECLINED] = "passthrough_declined",
 	[DLC_STAT_BLOCK_HITS] = "block_hits",

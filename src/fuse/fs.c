@@ -598,7 +598,10 @@ static void finish_open(fuse_req_t req, struct fs *fs, struct fuse_file_info *fi
  * work still runs if it had started, for whoever else waits on the same
  * flight, and its answer is dropped.  It is answered within source_timeout
  * of its arrival (deadline.h): its pool thread serves it under that
- * deadline, and one that waited in the queue past it fails at once.
+ * deadline, and one that waited in the queue past it fails at once; one
+ * stuck where no deadline reaches (queued behind work that has none, such
+ * as a cache insert after an answered miss) is answered EIO by pending.c's
+ * reaper shortly after it.
  */
 struct source_wait {
 	struct dlc_pending pending;
@@ -717,7 +720,7 @@ static void wait_for_source(fuse_req_t req, struct source_wait *w)
 	struct dlc_pool_job job = { run_source_wait, drop_source_wait, w };
 	int rc;
 
-	if (!dlc_pending_watch(&w->pending, req, w->fs->context->stats)) {
+	if (!dlc_pending_watch(&w->pending, req, w->fs->context->stats, w->deadline_ns)) {
 		free_source_wait(w);
 		return;
 	}
@@ -1064,6 +1067,8 @@ void dlc_fs_stop_source_reads(struct dlc_fs_context *context)
 		return;
 	dlc_pool_stop(fs->source_pool, SOURCE_POOL_GRACE_MS);
 	fs->source_pool = NULL;
+	/* Every source wait was claimed: nothing left for the reaper. */
+	dlc_pending_stop_reaper();
 }
 
 struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_context *context)

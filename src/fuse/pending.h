@@ -1,11 +1,16 @@
 /*
  * pending.h - a FUSE request answered later, from another thread, exactly
- * once, by whichever comes first: the work it waits for, or the kernel's
- * INTERRUPT (the reader got a signal).
+ * once, by whichever comes first: the work it waits for, the kernel's
+ * INTERRUPT (the reader got a signal), or the reaper when the request's
+ * deadline has passed.
  *
  * The interrupted reader is told EINTR at once and leaves; the work goes on
  * (a fetch other readers wait for lands for them, and its bytes reach the
- * cache) and its answer is thrown away.  Private to src/fuse/.
+ * cache) and its answer is thrown away.  A request still unanswered
+ * DLC_PENDING_GRACE_NS after its deadline (arrival + source_timeout) is
+ * answered EIO by the reaper thread, whatever its work waits for (a queue
+ * behind work with no deadline, a lock): the deadline is kept by the
+ * structure, not by each wait below it.  Private to src/fuse/.
  *
  * INVARIANTS (the state machine of one request; pending.c has the why):
  *
@@ -14,6 +19,9 @@
  *        +------watch-------> WATCHED --interrupt--> ANSWERED (EINTR by callback)
  *                                |
  *                                +------claim------> ANSWERED (work's answer)
+ *                                |
+ *                                +-----reaper-----> EXPIRING --reaper--> ANSWERED
+ *                                                    (EIO by the reaper; claim waits)
  *
  *   - Every move is one compare-and-swap on `state`; ANSWERED is final, so
  *     exactly one side answers req, once.
@@ -28,6 +36,13 @@
  *   - Whoever moves the state to ANSWERED (other than the callback) first
  *     unregisters the callback, which waits for one running now; after that
  *     no callback reads the struct, and its owner may free it.
+ *   - A watched request with a deadline is in the reaper's registry (one
+ *     mutex, a list through the structs) from dlc_pending_watch until
+ *     dlc_pending_claim or the reaper takes it out; the reaper moves
+ *     WATCHED to EXPIRING only under that mutex, so it never sees a struct
+ *     whose claim returned.  dlc_pending_claim returns only once the state
+ *     is not EXPIRING: the owner frees pending after the reaper is done
+ *     with it.  The callback's and claim's moves fail on EXPIRING.
  */
 #ifndef DLCACHE_FUSE_PENDING_H
 #define DLCACHE_FUSE_PENDING_H
@@ -35,39 +50,60 @@
 #include <fuse_lowlevel.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dlcache/stats.h"
+
+/* How long after its deadline the reaper answers a request: its work answers
+ * at the deadline itself; the reaper is the backstop. */
+#define DLC_PENDING_GRACE_NS 500000000ULL
 
 enum dlc_pending_state {
 	DLC_PENDING_REGISTERING,        /* dlc_pending_watch is registering the callback */
 	DLC_PENDING_INTERRUPTED,        /* interrupted meanwhile: dlc_pending_watch answers */
-	DLC_PENDING_WATCHED,            /* the work or the interrupt answers, first come */
+	DLC_PENDING_WATCHED,            /* the work, the interrupt or the reaper answers */
+	DLC_PENDING_EXPIRING,           /* the reaper is answering EIO: claim waits */
 	DLC_PENDING_ANSWERED,           /* answered (or claimed to be): final */
 };
 
 struct dlc_pending {
 	fuse_req_t req;
-	struct dlc_stats *stats;        /* counts interrupted requests */
+	struct dlc_stats *stats;        /* counts interrupted and expired requests */
 	atomic_int state;               /* enum dlc_pending_state */
+	uint64_t deadline_ns;           /* CLOCK_MONOTONIC; 0: none, not in the registry */
+	struct dlc_pending *prev, *next; /* the reaper's registry; NULL: not in it.
+					  * Guarded by the registry's mutex */
 };
 
 /*
- * Starts watching req for an interrupt.  False: the reader was already
- * interrupted and has been answered EINTR; req must not be touched again
- * and no interrupt callback runs on pending any more (it may be freed).
- * True: pending must stay where it is until dlc_pending_claim returned.
+ * Starts watching req for an interrupt, and for its deadline (deadline_ns,
+ * CLOCK_MONOTONIC as deadline.h; 0: none): the reaper answers EIO once it is
+ * DLC_PENDING_GRACE_NS past, counted as `expired` in stats.  False: the
+ * reader was already interrupted and has been answered EINTR; req must not
+ * be touched again and no interrupt callback runs on pending any more (it
+ * may be freed).  True: pending must stay where it is until
+ * dlc_pending_claim returned, which the owner must call once in every case.
  */
-bool dlc_pending_watch(struct dlc_pending *pending, fuse_req_t req, struct dlc_stats *stats);
+bool dlc_pending_watch(struct dlc_pending *pending, fuse_req_t req, struct dlc_stats *stats,
+		       uint64_t deadline_ns);
 
 /* True while nobody has answered: the work is still wanted. */
 bool dlc_pending_wanted(struct dlc_pending *pending);
 
 /*
  * Takes the right to answer.  True: the caller must now reply to
- * pending->req (no interrupt will); false: the reader was answered EINTR and
- * req must not be touched again.  Either way no interrupt callback runs on
- * pending after this returns, so it may be freed.
+ * pending->req (no interrupt or reaper will); false: the reader was answered
+ * (EINTR, or EIO by the reaper) and req must not be touched again.  Either
+ * way neither an interrupt callback nor the reaper touches pending after
+ * this returns, so it may be freed.  May wait while the reaper answers.
  */
 bool dlc_pending_claim(struct dlc_pending *pending);
+
+/*
+ * Stops the reaper thread, if it runs, and waits for it.  Every watched
+ * request must have been claimed (the source pool stopped).  A later
+ * dlc_pending_watch with a deadline starts it again.
+ */
+void dlc_pending_stop_reaper(void);
 
 #endif

@@ -288,6 +288,46 @@ PY
 	rm -rf "$SRC/reread"
 }
 
+# No request waits past its deadline, whatever it is stuck behind: with one
+# source thread, the debug hook DLCACHE_TEST_HOLD_INSERT holds it 5 s in the
+# cache insert of a miss already answered (work with no deadline), and the
+# open of a second miss, queued behind it, must still be answered within
+# source_timeout + 1 s (pending.c's reaper answers it EIO 0.5 s past its
+# deadline); it waited the whole 5 s for the thread.  Once the thread is
+# free, the file reads right, and the first one was cached: nothing lost.
+test_a_request_stuck_past_its_deadline_is_answered_by_the_reaper() {
+	ALLOWED_LOG='^$'
+	local first second
+	first=$(small 2 6)
+	second=$(small 2 7)
+	DLCACHE_TEST_HOLD_INSERT=5000 start_daemon "$SNAP,cache_max_file=1M,source_threads=1,source_timeout=2s"
+	python3 - "$MNT/$first" "$SRC/$first" "$MNT/$second" 3.0 <<'PY' || fail "a request waited past source_timeout + 1 s"
+import os, sys, time
+first, first_source, second, limit = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+# The miss is answered; its insert then holds the one source thread 5 s.
+with open(first, "rb") as f, open(first_source, "rb") as g:
+    if f.read() != g.read():
+        sys.exit("the first miss read wrong bytes")
+start = time.monotonic()
+try:
+    os.close(os.open(second, os.O_RDONLY))
+    outcome = "ok"
+except OSError as e:
+    outcome = os.strerror(e.errno)
+took = time.monotonic() - start
+print("   the open of a miss queued behind a held insert: %.2f s (%s)" % (took, outcome))
+sys.exit(1 if took > limit else 0)
+PY
+	expect_eq "requests answered by the reaper" "$(stat_value expired)" 1
+	within 3 "reading .stats" cat "$MNT/.stats"
+	wait_stat cache.entries 1 10
+	within 3 "the second file, the source thread free again" cmp "$MNT/$second" "$SRC/$second"
+	within 3 "the first file, now a hit" cmp "$MNT/$first" "$SRC/$first"
+	wait_stat cache.entries 2 10
+	expect_eq "requests answered by the reaper" "$(stat_value expired)" 1
+	stop_daemon
+}
+
 test_many_large_misses_stay_within_memory_limit() {
 	ALLOWED_LOG='^$'
 	mkdir -p "$SRC/large"

@@ -52,6 +52,8 @@ enum dlc_stat {
 	DLC_STAT_CONTROL_LINES,
 	DLC_STAT_CONTROL_ERRORS,
 	DLC_STAT_INTERRUPTED,          /* readers that left a wait for the source with EINTR */
+	DLC_STAT_EXPIRED,              /* requests answered EIO by the reaper: still unanswered
+					* past their deadline (arrival + source_timeout) */
 	DLC_STAT_HITS_PASSTHROUGH,     /* hits whose reads the kernel serves from the cache file */
 	DLC_STAT_PASSTHROUGH_DECLINED, /* checked hits the daemon serves while passthrough is
 					* on: the file had a daemon-served open, or the kernel

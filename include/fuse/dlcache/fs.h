@@ -70,8 +70,9 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 
 /*
  * Once the session loop has ended: answers the opens and reads still queued
- * for the source with EIO and waits for those running (each ends within
- * source_timeout).  Idempotent; fuse_session_destroy does it too, but only
+ * for the source with EIO, waits for those running (each ends within
+ * source_timeout), then stops the reaper thread that answers those stuck
+ * past their deadline (pending.h).  Idempotent; fuse_session_destroy does it too, but only
  * after an INIT, so call it before freeing what the reads use.
  */
 void dlc_fs_stop_source_reads(struct dlc_fs_context *context);

@@ -690,6 +690,19 @@ static void run_source_wait(void *arg)
 	free(w);
 }
 
+/*
+ * The reaper answered a read of w EIO (pending.h): its file is noted as one
+ * whose source read failed for time, so the kernel's re-read of the page
+ * fails at once rather than queue behind the same work.  pending is w's
+ * first member; w and its handle reference live until w's claim returns.
+ */
+static void read_expired(struct dlc_pending *pending)
+{
+	struct source_wait *w = (struct source_wait *)pending;
+
+	dlc_read_note_expired(w->h->data);
+}
+
 /* Frees w and its handle (an open's only reference, a read's own). */
 static void free_source_wait(struct source_wait *w)
 {
@@ -822,6 +835,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		atomic_fetch_add(&h->refs, 1);
 		*w = (struct source_wait) { .deadline_ns = deadline_of(fs_of(req)), .fs = fs_of(req), .h = h,
 					    .ino = ino, .size = size, .off = off };
+		w->pending.on_expire = read_expired;
 		wait_for_source(req, w);
 		return;
 	}

@@ -138,6 +138,8 @@ static void expire(struct dlc_pending *pending)
 	/* Waits for a callback running now; its move fails on EXPIRING. */
 	fuse_req_interrupt_func(pending->req, NULL, NULL);
 	dlc_stats_add(pending->stats, DLC_STAT_EXPIRED, 1);
+	if (pending->on_expire)
+		pending->on_expire(pending);
 	fuse_reply_err(pending->req, EIO);
 }
 

@@ -73,6 +73,12 @@ struct dlc_pending {
 	uint64_t deadline_ns;           /* CLOCK_MONOTONIC; 0: none, not in the registry */
 	struct dlc_pending *prev, *next; /* the reaper's registry; NULL: not in it.
 					  * Guarded by the registry's mutex */
+	/* Set by the owner before dlc_pending_watch, or NULL: called by the
+	 * reaper, on its thread, just before its EIO reply (pending still the
+	 * owner's: its claim waits), so that the owner's layer can note the
+	 * failure first (a read: the kernel's re-read must fail at once).
+	 * Must not wait. */
+	void (*on_expire)(struct dlc_pending *pending);
 };
 
 /*

@@ -737,6 +737,11 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 	return true;
 }
 
+void dlc_blocks_note_failed(struct dlc_block_reader *reader)
+{
+	dlc_failed_files_note(&reader->blocks->failed, reader->ino);
+}
+
 void dlc_blocks_close(struct dlc_block_reader *reader)
 {
 	struct dlc_blocks *blocks;

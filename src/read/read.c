@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dlcache/blocks.h"
 #include "dlcache/deadline.h"
 #include "dlcache/read.h"
 
@@ -224,6 +225,12 @@ static int read_blocks(struct dlc_read_handle *h, size_t size, off_t off, bool m
 	reply->data = reply->held->data;
 	reply->len = (size_t)n;
 	return DLC_READ_DONE;
+}
+
+void dlc_read_note_expired(struct dlc_read_handle *h)
+{
+	if (h->kind == KIND_BLOCKS && h->blocks)
+		dlc_blocks_note_failed(h->blocks);
 }
 
 int dlc_read_at(struct dlc_read_handle *h, size_t size, off_t off, bool may_wait,

@@ -328,6 +328,44 @@ PY
 	stop_daemon
 }
 
+# A read the reaper answers notes its file as failed for time, as a read
+# that timed out would (failed_files.h): the kernel's at-once re-read of the
+# page then fails at once, instead of queueing behind the same held work
+# for another source_timeout + grace (the read(2) took two of them).
+test_a_read_answered_by_the_reaper_is_not_waited_for_twice() {
+	ALLOWED_LOG='^$'
+	local first
+	first=$(small 2 6)
+	mkdir -p "$SRC/reaped"
+	head -c $((4 * 1024 * 1024)) /dev/urandom >"$SRC/reaped/big.bin"
+	DLCACHE_TEST_HOLD_INSERT=5000 start_daemon "refresh,cache_max_file=1M,source_threads=1,source_timeout=2s"
+	python3 - "$MNT/reaped/big.bin" "$MNT/$first" "$SRC/$first" 3.0 <<'PY' || fail "a read answered by the reaper was waited for again"
+import os, sys, time
+big, first, first_source, limit = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+fd = os.open(big, os.O_RDONLY)          # a reader by blocks; no source read yet
+# The miss is answered; its insert then holds the one source thread 5 s.
+with open(first, "rb") as f, open(first_source, "rb") as g:
+    if f.read() != g.read():
+        sys.exit("the first miss read wrong bytes")
+start = time.monotonic()
+try:
+    os.pread(fd, 4096, 2 << 20)
+    outcome = "ok"
+except OSError as e:
+    outcome = os.strerror(e.errno)
+took = time.monotonic() - start
+os.close(fd)
+print("   a block read queued behind a held insert: %.2f s (%s)" % (took, outcome))
+sys.exit(1 if took > limit else 0)
+PY
+	[ "$(stat_value expired)" -ge 1 ] || fail "no request was answered by the reaper"
+	# Past the insert's hold and the failed file's second: read whole.
+	sleep 3
+	within 5 "the large file, the source thread free again" cmp "$MNT/reaped/big.bin" "$SRC/reaped/big.bin"
+	stop_daemon
+	rm -rf "$SRC/reaped"
+}
+
 test_many_large_misses_stay_within_memory_limit() {
 	ALLOWED_LOG='^$'
 	mkdir -p "$SRC/large"

@@ -109,6 +109,15 @@ bool dlc_blocks_try_read(struct dlc_block_reader *reader, void *buf, size_t len,
 void dlc_blocks_close(struct dlc_block_reader *reader);
 
 /*
+ * Notes that a read of reader's file was answered for time by someone else
+ * (the FUSE face's reaper, when the request's deadline passed before its
+ * work could run): as a read that failed for time here, the kernel's re-read
+ * of the page then fails at once (failed_files.h) instead of queueing
+ * behind the same hung work.  Never waits (a leaf lock); any thread.
+ */
+void dlc_blocks_note_failed(struct dlc_block_reader *reader);
+
+/*
  * Announces that regular file ino (read by blocks) will be read after the
  * files announced before it: a `prefetch PATH` line on a shard.  The
  * mount's shard stream flies its blocks ahead of any reader, in announced

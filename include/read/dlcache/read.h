@@ -119,6 +119,15 @@ int dlc_read_at(struct dlc_read_handle *h, size_t size, off_t off, bool may_wait
 		struct dlc_read_reply *reply);
 void dlc_read_reply_done(struct dlc_read_reply *reply);
 
+/*
+ * A read of h was answered for time by the caller (its deadline passed
+ * before dlc_read_at could run): a large file read by blocks is noted as
+ * one whose source read failed for time (dlc_blocks_note_failed), so that
+ * the kernel's at-once re-read of the page fails at once too.  Other kinds
+ * need nothing.  Never waits.
+ */
+void dlc_read_note_expired(struct dlc_read_handle *h);
+
 /* Closes h; NULL is a no-op. */
 void dlc_read_close(struct dlc_read_handle *h);
 

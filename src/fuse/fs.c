@@ -798,6 +798,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	switch (h->kind) {
 	case HANDLE_DATA: {
+		/* At arrival: the try below counts against the deadline too. */
+		uint64_t deadline_ns = deadline_of(fs_of(req));
 		struct dlc_read_reply reply;
 		struct source_wait *w;
 		int rc = dlc_read_at(h->data, size, off, false, &reply);
@@ -817,7 +819,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		atomic_fetch_add(&h->refs, 1);
-		*w = (struct source_wait) { .deadline_ns = deadline_of(fs_of(req)), .fs = fs_of(req), .h = h,
+		*w = (struct source_wait) { .deadline_ns = deadline_ns, .fs = fs_of(req), .h = h,
 					    .ino = ino, .size = size, .off = off };
 		wait_for_source(req, w);
 		return;

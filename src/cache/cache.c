@@ -25,8 +25,10 @@
  * written is deleted by its writer, which finds it marked; its evictor
  * waits for that before writing its own bytes.  An inode marked
  * deleting is not admitted again until its file is gone.  The store's own lock
- * nests inside cache->lock; dlc_store_read takes none, so a hit holds
- * cache->lock only to copy the hash.  save_lock serializes saves of the
+ * nests inside cache->lock; dlc_store_read takes none, so a first hit
+ * holds cache->lock only to copy the hash (at the open, dlc_cache_open_hit)
+ * and, after its read, to keep the check and tell the policy, in one take
+ * (dlc_cache_read_hit).  save_lock serializes saves of the
  * scores (one FILE.tmp at a time) and nests outside cache->lock, which a
  * save holds only to copy the table: the write and fsync run unlocked, so
  * an `epoch N` line never stalls the opens of the mount.  cache_verify.c
@@ -345,49 +347,74 @@ static bool copy_is_bad(int rc)
 	return rc == -EBADMSG || rc == -ENOENT;
 }
 
+/* Tells the policy of a reader's read, lock held: the announced read
+ * consumed first, then the hit (dlc_cache_read_hit's consume and hit). */
+static void tell_read(struct dlc_cache *cache, uint32_t ino, bool consume, bool hit)
+{
+	if (consume)
+		dlc_policy_consume(cache->policy, ino);
+	if (hit && is_ready(cache, ino))
+		dlc_policy_hit(cache->policy, ino);
+}
+
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size)
 {
+	return dlc_cache_read_hit(cache, ino, NULL, buf, size, false, false);
+}
+
+int dlc_cache_read_hit(struct dlc_cache *cache, uint32_t ino, const struct dlc_cache_entry *entry,
+		       void *buf, uint64_t size, bool consume, bool hit)
+{
 	char path[DLC_SNAPSHOT_PATH_MAX];
-	uint64_t hash, stamp;
-	uint32_t generation;
+	struct dlc_cache_entry seen = { .ready = false };
+	uint64_t stamp = 0;
+	bool bad = false, same;
 	int rc;
 
-	pthread_mutex_lock(&cache->lock);
-	if (!is_ready(cache, ino)) {
+	if (entry && entry->ready) {
+		seen = *entry;
+	} else {
+		pthread_mutex_lock(&cache->lock);
+		if (is_ready(cache, ino))
+			seen = (struct dlc_cache_entry) { .ready = true, .hash = cache->hashes[ino],
+							  .generation = cache->generations[ino] };
+		else
+			tell_read(cache, ino, consume, false);
 		dlc_cache_unlock(cache);
-		return -ENOENT;
+		if (!seen.ready)
+			return -ENOENT;
 	}
-	hash = cache->hashes[ino];
-	generation = cache->generations[ino];
-	dlc_cache_unlock(cache);
 
 	rc = dlc_snapshot_path(cache->snapshot, ino, path, sizeof(path));
-	if (rc < 0)
-		return rc;
-	rc = dlc_store_read(cache->store, path, buf, size, hash, &stamp);
-	if (cache->read_hook)
-		rc = cache->read_hook(cache->hook_arg, ino, rc);
 	if (rc == 0) {
-		pthread_mutex_lock(&cache->lock);
-		if (is_ready(cache, ino) && cache->generations[ino] == generation)
-			cache->stamps[ino] = stamp;
-		dlc_cache_unlock(cache);
-		return 0;
+		rc = dlc_store_read(cache->store, path, buf, size, seen.hash, &stamp);
+		if (cache->read_hook)
+			rc = cache->read_hook(cache->hook_arg, ino, rc);
+		bad = copy_is_bad(rc);
+		if (rc < 0 && !bad) {
+			/* Out of descriptors or memory, a passing I/O error: the copy
+			 * may well be good, so it stays; this read goes to the source. */
+			if (!atomic_exchange(&cache->transient_logged, true))
+				dlc_log(DLC_LOG_WARNING, "cannot read the cached copy of %s (%s%s); it is kept and the read goes to the source (logged once)",
+					path, strerror(-rc),
+					rc == -EMFILE || rc == -ENFILE ? ": out of descriptors, raise ulimit -n" : "");
+			dlc_stats_add(cache->stats, DLC_STAT_CACHE_READ_ERRORS, 1);
+		}
 	}
-	if (!copy_is_bad(rc)) {
-		/* Out of descriptors or memory, a passing I/O error: the copy may
-		 * well be good, so it stays; this read goes to the source. */
-		if (!atomic_exchange(&cache->transient_logged, true))
-			dlc_log(DLC_LOG_WARNING, "cannot read the cached copy of %s (%s%s); it is kept and the read goes to the source (logged once)",
-				path, strerror(-rc),
-				rc == -EMFILE || rc == -ENFILE ? ": out of descriptors, raise ulimit -n" : "");
-		dlc_stats_add(cache->stats, DLC_STAT_CACHE_READ_ERRORS, 1);
+	if (rc < 0 && !bad && !consume)
 		return -ENOENT;
-	}
 
+	/* The one take after the read: the check kept, or the copy proven bad
+	 * dropped, only if the entry read is still the one there (not evicted,
+	 * nor admitted again since); the policy told in the same take. */
 	pthread_mutex_lock(&cache->lock);
-	/* Drop it unless an eviction or a new insert got there first. */
-	if (is_ready(cache, ino) && cache->generations[ino] == generation) {
+	tell_read(cache, ino, consume, false);
+	same = is_ready(cache, ino) && cache->generations[ino] == seen.generation;
+	if (rc == 0) {
+		if (same)
+			cache->stamps[ino] = stamp;
+		tell_read(cache, ino, false, hit);
+	} else if (bad && same) {
 		dlc_policy_remove(cache->policy, ino);
 		drop_file(cache, ino);
 		dlc_stats_add(cache->stats, DLC_STAT_CORRUPT, 1);
@@ -395,7 +422,7 @@ int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t si
 			rc == -EBADMSG ? "its size or xxh3 does not match" : strerror(-rc));
 	}
 	dlc_cache_unlock(cache);
-	return -ENOENT;
+	return rc == 0 ? 0 : -ENOENT;
 }
 
 void dlc_cache_set_hooks(struct dlc_cache *cache, dlc_cache_read_hook read_hook,
@@ -436,15 +463,19 @@ int dlc_cache_open_checked(struct dlc_cache *cache, uint32_t ino, int *fd)
 }
 
 enum dlc_cache_hit dlc_cache_open_hit(struct dlc_cache *cache, uint32_t ino, bool consume,
-				     int *fd)
+				     int *fd, struct dlc_cache_entry *entry)
 {
 	char path[DLC_SNAPSHOT_PATH_MAX];
 	uint64_t stamp;
 	int rc;
 
 	*fd = -1;
+	*entry = (struct dlc_cache_entry) { .ready = false };
 	pthread_mutex_lock(&cache->lock);
 	stamp = is_ready(cache, ino) ? cache->stamps[ino] : 0;
+	if (is_ready(cache, ino))
+		*entry = (struct dlc_cache_entry) { .ready = true, .hash = cache->hashes[ino],
+						    .generation = cache->generations[ino] };
 	if (stamp) {
 		/* Told before the open, in this one take of the lock: the open
 		 * fails only when the file changed or went since its check. */

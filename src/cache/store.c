@@ -18,10 +18,12 @@
  *
  * Locking.  store->mutex guards the SQLite connection, its prepared
  * statements and the transaction state (in_txn, txn_began, stopping,
- * unclean).  It is the only lock in the module and it is a leaf: nothing
- * else is locked while it is held, and callers (cache.c) may hold their
- * own lock around any call.  dlc_store_read takes no lock: it uses only
- * dir_fd, which is fixed from open to close.  dlc_store_load calls its
+ * unclean).  It is a leaf: nothing else is locked while it is held (but
+ * layout_lock), and callers (cache.c) may hold their own lock around any
+ * call.  layout_lock serializes remaking the layout (remake_layout), so
+ * that inserts that found it gone at once log its removal once; a leaf
+ * too, taken with or without the mutex.  dlc_store_read takes no lock: it
+ * uses only dir_fd, which is fixed from open to close.  dlc_store_load calls its
  * callback with the mutex released, so the callback may call the store.
  *
  * On disk.  A file under data/ is complete before it gets its name there
@@ -100,6 +102,7 @@ static void store_destroy(struct dlc_store *store)
 		close(store->dir_fd);
 	pthread_cond_destroy(&store->wake);
 	pthread_mutex_destroy(&store->mutex);
+	pthread_mutex_destroy(&store->layout_lock);
 	free(store->dir);
 	free(store);
 }
@@ -163,20 +166,30 @@ static int check_private(struct dlc_store *store, const char *dir, char **cause)
 	return 0;
 }
 
-static int make_layout(struct dlc_store *store)
+/* mkdirat of sub unless it exists (*made set when it did not); 0 or -errno. */
+static int make_dir(struct dlc_store *store, const char *sub, bool *made)
 {
-	char sub[sizeof("data/xx")];
-
-	if (mkdirat(store->dir_fd, "data", 0700) != 0 && errno != EEXIST)
-		return -errno;
-	for (unsigned i = 0; i < 256; i++) {
-		snprintf(sub, sizeof(sub), "data/%02x", i);
-		if (mkdirat(store->dir_fd, sub, 0700) != 0 && errno != EEXIST)
-			return -errno;
-	}
-	if (mkdirat(store->dir_fd, "tmp", 0700) != 0 && errno != EEXIST)
+	if (mkdirat(store->dir_fd, sub, 0700) == 0)
+		*made = true;
+	else if (errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/* Makes what is missing of data/, data/XX/ and tmp/ (*made: something
+ * was); 0 or -errno. */
+static int make_layout(struct dlc_store *store, bool *made)
+{
+	char sub[sizeof("data/xx")];
+	int rc;
+
+	*made = false;
+	rc = make_dir(store, "data", made);
+	for (unsigned i = 0; i < 256 && rc == 0; i++) {
+		snprintf(sub, sizeof(sub), "data/%02x", i);
+		rc = make_dir(store, sub, made);
+	}
+	return rc == 0 ? make_dir(store, "tmp", made) : rc;
 }
 
 /*
@@ -186,9 +199,15 @@ static int make_layout(struct dlc_store *store)
  */
 static int remake_layout(struct dlc_store *store)
 {
-	int rc = make_layout(store);
+	bool made;
+	int rc;
 
-	if (rc == 0)
+	/* Inserts that found it gone at once: the first remakes it, the
+	 * others find it made and log nothing. */
+	pthread_mutex_lock(&store->layout_lock);
+	rc = make_layout(store, &made);
+	pthread_mutex_unlock(&store->layout_lock);
+	if (rc == 0 && made)
 		dlc_log(DLC_LOG_WARNING, "%s/data or %s/tmp was removed while mounted: made again",
 			store->dir, store->dir);
 	return rc;
@@ -238,6 +257,7 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 	store->lock_fd = -1;
 	atomic_init(&store->tmp_seq, 0);
 	pthread_mutex_init(&store->mutex, NULL);
+	pthread_mutex_init(&store->layout_lock, NULL);
 	/* The flusher (store_index.c) sleeps on wake until CLOCK_MONOTONIC deadlines. */
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -282,7 +302,7 @@ int dlc_store_open(const char *dir, struct dlc_store **out, char **cause)
 		goto err;
 	}
 
-	rc = make_layout(store);
+	rc = make_layout(store, &(bool) { false });
 	if (rc == 0)
 		rc = clear_tmp(store);
 	if (rc != 0) {

@@ -52,6 +52,7 @@ struct dlc_store {
 	atomic_bool no_direct;          /* the cache's file system refused O_DIRECT */
 
 	pthread_mutex_t mutex;
+	pthread_mutex_t layout_lock;    /* one remake of the layout at a time (a leaf) */
 	pthread_cond_t wake;            /* a transaction began, or stopping */
 	pthread_t flusher;
 	bool flusher_running;           /* only touched by open and close */

@@ -733,7 +733,8 @@ static void wait_for_source(fuse_req_t req, struct source_wait *w)
 	struct dlc_pool_job job = { run_source_wait, drop_source_wait, w };
 	int rc;
 
-	if (!dlc_pending_watch(&w->pending, req, w->fs->context->stats, w->deadline_ns)) {
+	if (!dlc_pending_watch(&w->pending, req, w->fs->context->stats, w->deadline_ns,
+			       w->open ? NULL : read_expired)) {
 		free_source_wait(w);
 		return;
 	}
@@ -814,6 +815,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	switch (h->kind) {
 	case HANDLE_DATA: {
+		/* At arrival: the try below counts against the deadline too. */
+		uint64_t deadline_ns = deadline_of(fs_of(req));
 		struct dlc_read_reply reply;
 		struct source_wait *w;
 		int rc = dlc_read_at(h->data, size, off, false, &reply);
@@ -833,9 +836,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		atomic_fetch_add(&h->refs, 1);
-		*w = (struct source_wait) { .deadline_ns = deadline_of(fs_of(req)), .fs = fs_of(req), .h = h,
+		*w = (struct source_wait) { .deadline_ns = deadline_ns, .fs = fs_of(req), .h = h,
 					    .ino = ino, .size = size, .off = off };
-		w->pending.on_expire = read_expired;
 		wait_for_source(req, w);
 		return;
 	}

@@ -243,11 +243,12 @@ void dlc_pending_stop_reaper(void)
 }
 
 bool dlc_pending_watch(struct dlc_pending *pending, fuse_req_t req, struct dlc_stats *stats,
-		       uint64_t deadline_ns)
+		       uint64_t deadline_ns, void (*on_expire)(struct dlc_pending *pending))
 {
 	pending->req = req;
 	pending->stats = stats;
 	pending->deadline_ns = deadline_ns;
+	pending->on_expire = on_expire;
 	pending->prev = pending->next = NULL;
 	atomic_init(&pending->state, DLC_PENDING_REGISTERING);
 #ifndef NDEBUG

@@ -73,12 +73,7 @@ struct dlc_pending {
 	uint64_t deadline_ns;           /* CLOCK_MONOTONIC; 0: none, not in the registry */
 	struct dlc_pending *prev, *next; /* the reaper's registry; NULL: not in it.
 					  * Guarded by the registry's mutex */
-	/* Set by the owner before dlc_pending_watch, or NULL: called by the
-	 * reaper, on its thread, just before its EIO reply (pending still the
-	 * owner's: its claim waits), so that the owner's layer can note the
-	 * failure first (a read: the kernel's re-read must fail at once).
-	 * Must not wait. */
-	void (*on_expire)(struct dlc_pending *pending);
+	void (*on_expire)(struct dlc_pending *pending); /* dlc_pending_watch's */
 };
 
 /*
@@ -89,9 +84,13 @@ struct dlc_pending {
  * be touched again and no interrupt callback runs on pending any more (it
  * may be freed).  True: pending must stay where it is until
  * dlc_pending_claim returned, which the owner must call once in every case.
+ * on_expire (or NULL) is called by the reaper, on its thread, just before
+ * its EIO reply, pending still the owner's (its claim waits), so that the
+ * owner's layer notes the failure first (a read: the kernel's at-once
+ * re-read of the page must fail at once too); it must not wait.
  */
 bool dlc_pending_watch(struct dlc_pending *pending, fuse_req_t req, struct dlc_stats *stats,
-		       uint64_t deadline_ns);
+		       uint64_t deadline_ns, void (*on_expire)(struct dlc_pending *pending));
 
 /* True while nobody has answered: the work is still wanted. */
 bool dlc_pending_wanted(struct dlc_pending *pending);

@@ -348,16 +348,13 @@ int dlc_fetch_obtain(struct dlc_fetch *fetch, uint32_t ino, uint64_t size, uint6
 	return rc;
 }
 
-/* A reader opens ino; told: the cache knows of the read already
- * (dlc_fetch_open_cached). */
-static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool told, bool *offered)
+/* A reader opens ino; the caller tells the cache (consumes the read). */
+static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool *offered)
 {
 	struct dlc_blob *staged;
 
 	if (!atomic_load_explicit(&fetch->planning, memory_order_acquire))
 		return NULL;
-	if (!told)
-		dlc_cache_consume(fetch->cache, ino);
 	pthread_mutex_lock(&fetch->lock);
 	staged = dlc_staging_reader_opened(fetch, ino, offered);
 	unlock(fetch);
@@ -367,7 +364,7 @@ static struct dlc_blob *note_open(struct dlc_fetch *fetch, uint32_t ino, bool to
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out)
 {
 	struct dlc_blob *later = NULL;
-	int rc = dlc_fetch_get_answer_first(fetch, ino, false, out, &later);
+	int rc = dlc_fetch_get_answer_first(fetch, ino, NULL, out, &later);
 
 	dlc_fetch_offer_later(fetch, ino, later);
 	return rc;
@@ -409,22 +406,30 @@ void dlc_fetch_offer_later(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blo
 	dlc_blob_put(later);
 }
 
-int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
-			       struct dlc_blob **out, struct dlc_blob **later)
+int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino,
+			       const struct dlc_fetch_seen *seen, struct dlc_blob **out,
+			       struct dlc_blob **later)
 {
-	const struct dlc_node *node = dlc_snapshot_node(fetch->snapshot, ino);
+	const struct dlc_node *node = seen ? NULL : dlc_snapshot_node(fetch->snapshot, ino);
+	uint64_t size = seen ? seen->size : node ? node->size : 0;
+	bool told = seen && seen->told;
+	/* Told to the cache with its read of the copy (dlc_cache_read_hit), or
+	 * where the bytes come from elsewhere; before they are offered. */
+	bool consume = !told && atomic_load_explicit(&fetch->planning, memory_order_acquire);
 	struct dlc_blob *blob;
 	bool offered = false;
 
 	*later = NULL;
-	if (!node)
+	if (!seen && !node)
 		return -ENOENT;
-	blob = note_open(fetch, ino, told, &offered);
+	blob = note_open(fetch, ino, &offered);
 	if (blob) {
 		/* Fetched ahead by a prefetch worker: nobody waits for the source.
 		 * Its bytes are offered to the cache as a miss's would be, its read
-		 * already consumed (note_open), but once the reader has its answer
+		 * consumed first, but once the reader has its answer
 		 * (the caller's dlc_fetch_offer_later): admission decides then. */
+		if (consume)
+			dlc_cache_consume(fetch->cache, ino);
 		if (!offered)
 			*later = dlc_blob_get(blob);
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
@@ -432,27 +437,30 @@ int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
 		*out = blob;
 		return 0;
 	}
-	blob = blob_new(fetch, node->size);
-	if (!blob)
-		return -ENOMEM;
-	if (fetch->source->take_held && fetch->source->take_held(fetch, ino, blob->data, node->size)) {
+	blob = blob_new(fetch, size);
+	if (!blob || (fetch->source->take_held &&
+		      fetch->source->take_held(fetch, ino, blob->data, size))) {
+		if (consume)
+			dlc_cache_consume(fetch->cache, ino);
+		if (!blob)
+			return -ENOMEM;
 		/* Read with its whole chunk a moment ago, refused by admission. */
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
 		dlc_stats_add(fetch->stats, DLC_STAT_CHUNK_HITS, 1);
 		*out = keep_blob(blob);
 		return 0;
 	}
-	if (dlc_cache_read(fetch->cache, ino, blob->data, node->size) == 0) {
-		if (!told)
-			dlc_cache_hit(fetch->cache, ino);
+	/* A miss is consumed here too, before its bytes are offered. */
+	if (dlc_cache_read_hit(fetch->cache, ino, seen ? &seen->entry : NULL, blob->data, size,
+			       consume, !told) == 0) {
 		dlc_stats_add(fetch->stats, DLC_STAT_HITS, 1);
-		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, node->size);
+		dlc_stats_add(fetch->stats, DLC_STAT_BYTES_FROM_CACHE, size);
 		*out = keep_blob(blob);
 		return 0;
 	}
 	dlc_blob_put(blob);
 	dlc_stats_add(fetch->stats, DLC_STAT_MISSES, 1);
-	return dlc_fetch_obtain(fetch, ino, node->size, 0, out, later);
+	return dlc_fetch_obtain(fetch, ino, size, 0, out, later);
 }
 
 bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino)
@@ -469,18 +477,20 @@ bool dlc_fetch_is_staged(struct dlc_fetch *fetch, uint32_t ino)
 }
 
 enum dlc_fetch_found dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino, uint64_t size,
-					   int *fd)
+					   int *fd, struct dlc_fetch_seen *seen)
 {
 	bool planning = atomic_load_explicit(&fetch->planning, memory_order_acquire);
 	enum dlc_cache_hit hit;
 
 	*fd = -1;
+	*seen = (struct dlc_fetch_seen) { .size = size };
 	/* A staged file is dlc_fetch_get's to take. */
 	if (dlc_fetch_is_staged(fetch, ino))
 		return DLC_FETCH_MISS;
 	/* The check, the consumed read (while planning) and the hit, in one
 	 * visit to the cache. */
-	hit = dlc_cache_open_hit(fetch->cache, ino, planning, fd);
+	hit = dlc_cache_open_hit(fetch->cache, ino, planning, fd, &seen->entry);
+	seen->told = hit == DLC_CACHE_HIT_GONE;
 	if (hit == DLC_CACHE_HIT_UNCHECKED)
 		return DLC_FETCH_MISS;
 	if (hit == DLC_CACHE_HIT_GONE)

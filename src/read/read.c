@@ -7,7 +7,11 @@
  *   size <= max_file   a checked cache file (dlc_fetch_open_cached: one
  *                      visit to the cache) -> FD, done on the caller's
  *                      thread; otherwise the whole file in memory
- *                      (dlc_fetch_get_answer_first) -> BUFFER, must wait
+ *                      (dlc_fetch_get_answer_first) -> BUFFER, must wait;
+ *                      it is given what the open saw (the size, the
+ *                      cached copy's hash): a first hit in the mount, read
+ *                      whole and checked, looks nothing up again and
+ *                      visits the cache once more, after its read
  *   size >  max_file   with DLC_READ_CAN_PASSTHROUGH, its cached blocks
  *                      opened whole (checked first if need be, which must
  *                      wait) -> FD, kept only if the open passes through
@@ -65,7 +69,7 @@ struct dlc_read_handle {
 	uint64_t size;
 	unsigned caps;
 	bool large;             /* size > max_file */
-	bool told;              /* the cache was told of this read (DLC_FETCH_MISS_TOLD) */
+	struct dlc_fetch_seen seen;     /* what the open saw, for open_wait (not large) */
 	enum kind kind;
 	int fd;                 /* KIND_FD */
 	struct dlc_blob *blob;  /* KIND_BUFFER */
@@ -118,7 +122,7 @@ int dlc_read_open(struct dlc_read *read, uint64_t ino, unsigned caps, struct dlc
 					.kind = KIND_PENDING, .fd = -1 };
 	*out = h;
 	if (!h->large)
-		found = dlc_fetch_open_cached(read->fetch, h->ino, h->size, &h->fd);
+		found = dlc_fetch_open_cached(read->fetch, h->ino, h->size, &h->fd, &h->seen);
 	else if (caps & DLC_READ_CAN_PASSTHROUGH)
 		found = dlc_fetch_open_cached_blocks(read->fetch, h->ino, false, &h->fd);
 	/* else read by blocks: splicing 1 MiB replies is slower */
@@ -126,7 +130,6 @@ int dlc_read_open(struct dlc_read *read, uint64_t ino, unsigned caps, struct dlc
 		h->kind = KIND_FD;
 		return DLC_READ_DONE;
 	}
-	h->told = found == DLC_FETCH_MISS_TOLD;
 	return DLC_READ_MUST_WAIT;
 }
 
@@ -137,7 +140,7 @@ int dlc_read_open_wait(struct dlc_read_handle *h, struct dlc_read_later *later)
 	*later = (struct dlc_read_later) { .fetch = fetch, .ino = h->ino };
 	if (!h->large) {
 		h->kind = KIND_BUFFER;
-		return dlc_fetch_get_answer_first(fetch, h->ino, h->told, &h->blob, &later->blob);
+		return dlc_fetch_get_answer_first(fetch, h->ino, &h->seen, &h->blob, &later->blob);
 	}
 	/* All blocks cached but not all checked in this mount: checked here,
 	 * whole, so that the file can pass through. */

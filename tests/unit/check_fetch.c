@@ -145,17 +145,19 @@ static void get_and_check(int i)
 	dlc_blob_put(blob);
 }
 
-/* dlc_fetch_open_cached of file i: its fd, or -1 (*told, if given: the
- * cache was told of the read already). */
-static int open_cached(int i, bool *told)
+/* dlc_fetch_open_cached of file i: its fd, or -1 (*seen, if given: what
+ * it saw, for dlc_fetch_get_answer_first). */
+static int open_cached(int i, struct dlc_fetch_seen *seen)
 {
 	const struct dlc_node *node = dlc_snapshot_node(snapshot, ino_of(i));
 	enum dlc_fetch_found found;
+	struct dlc_fetch_seen mine;
 	int fd;
 
-	found = dlc_fetch_open_cached(fetch, ino_of(i), node->size, &fd);
-	if (told)
-		*told = found == DLC_FETCH_MISS_TOLD;
+	if (!seen)
+		seen = &mine;
+	found = dlc_fetch_open_cached(fetch, ino_of(i), node->size, &fd, seen);
+	ck_assert_int_eq(found == DLC_FETCH_MISS_TOLD, seen->told);
 	ck_assert_int_eq(found == DLC_FETCH_FOUND, fd >= 0);
 	return found == DLC_FETCH_FOUND ? fd : -1;
 }
@@ -669,6 +671,72 @@ START_TEST(a_checked_hit_takes_the_cache_lock_once)
 }
 END_TEST
 
+static void check_reply(const struct dlc_read_reply *reply, int i, uint64_t off, size_t len);
+
+/* Opens file i through the read face as fs.c does, for a first hit: the
+ * open must wait (the copy is read whole and checked there); its bytes are
+ * checked.  The cache's lock releases it cost. */
+static uint64_t first_hit_takes(struct dlc_read *read, int i)
+{
+	uint64_t before = dlc_cache_lock_releases(cache), takes;
+	struct dlc_read_handle *h;
+	struct dlc_read_later later;
+	struct dlc_read_reply reply;
+
+	ck_assert_int_eq(dlc_read_open(read, ino_of(i), 0, &h), DLC_READ_MUST_WAIT);
+	ck_assert_int_eq(dlc_read_open_wait(h, &later), 0);
+	takes = dlc_cache_lock_releases(cache) - before;
+	dlc_read_after_answer(&later);
+	ck_assert_int_eq(dlc_read_at(h, FILE_SIZE, 0, false, &reply), DLC_READ_DONE);
+	check_reply(&reply, i, 0, FILE_SIZE);
+	dlc_read_reply_done(&reply);
+	dlc_read_close(h);
+	return takes;
+}
+
+/*
+ * The first hit of a copy after a remount (not checked in this mount: read
+ * whole, its xxh3 checked) looks the file up once and takes the cache's
+ * lock twice: at the open, which finds the copy unchecked and sees its
+ * hash, and once after the read, to keep the check and tell the policy
+ * (consume, then hit).  It took the lock four times, five with an
+ * announced order (issue 37): every hit of a first epoch after a remount.
+ */
+START_TEST(a_first_hit_takes_the_cache_lock_twice)
+{
+	struct dlc_cache_gauges gauges;
+	struct dlc_read_handle *h;
+	struct dlc_read *read;
+	uint64_t before;
+
+	open_all(DLC_POLICY_IMPORTANCE, 1 << 20, 0);
+	get_and_check(2);                                       /* misses, admitted */
+	get_and_check(3);
+	close_all();
+	open_all(DLC_POLICY_IMPORTANCE, 1 << 20, 0);            /* remounted: not checked */
+	read = dlc_read_create(fetch, snapshot, NULL, FILE_SIZE);
+	ck_assert_ptr_nonnull(read);
+	ck_assert_uint_eq(first_hit_takes(read, 2), 2);
+
+	/* Checked by that read: the next open is a checked hit, one take. */
+	before = dlc_cache_lock_releases(cache);
+	ck_assert_int_eq(dlc_read_open(read, ino_of(2), 0, &h), DLC_READ_DONE);
+	ck_assert_uint_eq(dlc_cache_lock_releases(cache) - before, 1);
+	dlc_read_close(h);
+
+	/* With an announced order the read is consumed in the same take. */
+	dlc_fetch_prefetch(fetch, ino_of(3));  /* no workers: only the cache plans */
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert_uint_eq(gauges.announced, 1);
+	ck_assert_uint_eq(first_hit_takes(read, 3), 2);
+	dlc_cache_gauges(cache, &gauges);
+	ck_assert_uint_eq(gauges.announced, 0);
+	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_HITS), 3);
+	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 0);
+	dlc_read_free(read);
+}
+END_TEST
+
 /*
  * The announced order planned end to end: prefetch lines announce 300
  * skewed draws with replacement (no prefetch workers, so only the cache
@@ -702,8 +770,8 @@ START_TEST(an_announced_order_costs_what_min_does)
 	for (int k = 0; k < DRAWS; k++)
 		dlc_fetch_prefetch(fetch, ino_of((int)ids[k]));
 	for (int k = 0; k < DRAWS; k++) {
-		bool told;
-		int fd = open_cached((int)ids[k], &told);
+		struct dlc_fetch_seen seen;
+		int fd = open_cached((int)ids[k], &seen);
 
 		struct dlc_blob *blob = NULL, *later = NULL;
 
@@ -712,7 +780,7 @@ START_TEST(an_announced_order_costs_what_min_does)
 			continue;
 		}
 		/* One comparison per file: a check per byte makes this test slow. */
-		ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of((int)ids[k]), told, &blob,
+		ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of((int)ids[k]), &seen, &blob,
 							    &later), 0);
 		dlc_fetch_offer_later(fetch, ino_of((int)ids[k]), later);
 		ck_assert_uint_eq(blob->size, FILE_SIZE);
@@ -730,14 +798,14 @@ END_TEST
 static void read_as_fs(int i)
 {
 	struct dlc_blob *blob = NULL, *later = NULL;
-	bool told;
-	int fd = open_cached(i, &told);
+	struct dlc_fetch_seen seen;
+	int fd = open_cached(i, &seen);
 
 	if (fd >= 0) {
 		close(fd);
 		return;
 	}
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(i), told, &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(i), &seen, &blob, &later), 0);
 	assert_contents(blob, i);
 	dlc_blob_put(blob);
 	dlc_fetch_offer_later(fetch, ino_of(i), later);
@@ -911,13 +979,13 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 		usleep(10000);
 	ck_assert(dlc_fetch_is_staged(fetch, ino_of(1)));
 	/* 0 landed into free room and was offered then: nothing to do later. */
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(0), false, &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(0), NULL, &blob, &later), 0);
 	assert_contents(blob, 0);
 	ck_assert_ptr_null(later);
 	dlc_blob_put(blob);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_ADMISSIONS), 1);
 
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(1), false, &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(1), NULL, &blob, &later), 0);
 	assert_contents(blob, 1);
 	ck_assert_ptr_nonnull(later);
 	ck_assert_uint_eq(dlc_stats_get(&stats, DLC_STAT_PREFETCH_HITS), 2);
@@ -930,7 +998,7 @@ START_TEST(a_prefetch_hit_is_answered_before_its_cache_write)
 			  dlc_stats_get(&stats, DLC_STAT_BYPASSES), 2);
 
 	/* A miss is answered before its insert too (a_miss_is_answered_...). */
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), false, &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(2), NULL, &blob, &later), 0);
 	assert_contents(blob, 2);
 	ck_assert_ptr_nonnull(later);
 	dlc_blob_put(blob);
@@ -955,14 +1023,14 @@ START_TEST(a_miss_is_answered_before_its_cache_insert)
 	dlc_budget_init(&budget, 1 << 20);
 	open_all(DLC_POLICY_FREEZE, 1 << 20, 0);
 	dlc_fetch_set_budget(fetch, &budget);
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), false, &blob, &later), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), NULL, &blob, &later), 0);
 	assert_contents(blob, 3);
 	ck_assert_ptr_nonnull(later);
 	ck_assert(!dlc_cache_contains(cache, ino_of(3)));
 	ck_assert_uint_eq(cached_entries(), 0);
 	ck_assert_int_eq(dlc_fetch_verify(fetch), 0);
 
-	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), false, &joined, &none), 0);
+	ck_assert_int_eq(dlc_fetch_get_answer_first(fetch, ino_of(3), NULL, &joined, &none), 0);
 	ck_assert_ptr_eq(joined, blob);
 	ck_assert_ptr_null(none);       /* the owner offers them, once */
 	ck_assert_uint_eq(atomic_load(&backend->calls[DLC_BACKEND_OPEN]), 1);
@@ -1651,6 +1719,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(hits, policy_none_bypasses);
 	tcase_add_test(hits, checked_hits_open_the_cache_file_until_it_changes);
 	tcase_add_test(hits, a_checked_hit_takes_the_cache_lock_once);
+	tcase_add_test(hits, a_first_hit_takes_the_cache_lock_twice);
 	tcase_add_test(hits, an_announced_order_costs_what_min_does);
 	tcase_add_test(hits, an_announced_repeat_lets_an_unread_entry_go);
 	tcase_add_test(hits, readers_ahead_of_the_prefetcher_cost_no_extra_fetch);

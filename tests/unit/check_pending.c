@@ -107,7 +107,7 @@ START_TEST(test_a_request_past_its_deadline_is_answered_eio_by_the_reaper)
 	uint64_t start = dlc_deadline_now();
 
 	init_req(&req);
-	ck_assert(dlc_pending_watch(&pending, &req, &stats, start + 100000000ULL));
+	ck_assert(dlc_pending_watch(&pending, &req, &stats, start + 100000000ULL, NULL));
 	for (int i = 0; i < 300 && !atomic_load(&req.replies); i++)
 		sleep_us(10000);
 	ck_assert_int_eq(atomic_load(&req.replies), 1);
@@ -130,8 +130,9 @@ START_TEST(test_a_request_claimed_in_time_or_without_deadline_is_not_reaped)
 
 	init_req(&timed);
 	init_req(&untimed);
-	ck_assert(dlc_pending_watch(&pending_timed, &timed, &stats, dlc_deadline_now() + 50000000ULL));
-	ck_assert(dlc_pending_watch(&pending_untimed, &untimed, &stats, 0));
+	ck_assert(dlc_pending_watch(&pending_timed, &timed, &stats, dlc_deadline_now() + 50000000ULL,
+				    NULL));
+	ck_assert(dlc_pending_watch(&pending_untimed, &untimed, &stats, 0, NULL));
 	ck_assert(dlc_pending_claim(&pending_timed));
 	/* Claimed: off the registry (the struct may go); the reaper stays quiet. */
 	memset(&pending_timed, 0xa5, sizeof(pending_timed));
@@ -150,7 +151,7 @@ START_TEST(test_an_interrupt_answers_first_and_the_reaper_skips_it)
 	struct dlc_pending pending;
 
 	init_req(&req);
-	ck_assert(dlc_pending_watch(&pending, &req, &stats, dlc_deadline_now()));
+	ck_assert(dlc_pending_watch(&pending, &req, &stats, dlc_deadline_now(), NULL));
 	interrupt(&req);
 	ck_assert_int_eq(atomic_load(&req.error), EINTR);
 	sleep_us(DLC_PENDING_GRACE_NS / 1000 + 200000);
@@ -185,7 +186,7 @@ static void *own(void *arg)
 		uint64_t reap_at = dlc_deadline_now() + next_random(&seed) % 1000000u;
 
 		ck_assert_ptr_nonnull(pending);
-		if (dlc_pending_watch(pending, req, &stats, reap_at - DLC_PENDING_GRACE_NS)) {
+		if (dlc_pending_watch(pending, req, &stats, reap_at - DLC_PENDING_GRACE_NS, NULL)) {
 			sleep_us(next_random(&seed) % 1000);
 			if (dlc_pending_claim(pending))
 				fake_reply_err(req, 0);

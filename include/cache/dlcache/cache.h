@@ -82,7 +82,8 @@ void dlc_cache_begin_pass(struct dlc_cache *cache, uint64_t epoch);
 int dlc_cache_announce(struct dlc_cache *cache, uint32_t ino);
 
 /* A reader opened ino: its announced line is read (dlc_policy_consume).
- * Call before looking it up, so that a miss is judged by its next use. */
+ * Call before its bytes are offered, so that a miss is judged by its next
+ * use. */
 void dlc_cache_consume(struct dlc_cache *cache, uint32_t ino);
 
 /* True when ino's bytes are cached and ready to serve. */
@@ -114,9 +115,39 @@ int dlc_cache_list_scores(struct dlc_cache *cache, struct dlc_budget *budget, ui
  * cached copy that is missing or fails its size or xxh3 check is dropped,
  * counted as corrupt, and reported as -ENOENT.  Any other failure to read it
  * (EMFILE, ENOMEM, EIO...) keeps the entry, counts a cache read error and is
- * reported as -ENOENT too: the caller reads the source.
+ * reported as -ENOENT too: the caller reads the source.  A copy read whole
+ * and checked is opened without reading from then on in this mount
+ * (dlc_cache_open_hit).  Tells the policy nothing (dlc_cache_read_hit does).
  */
 int dlc_cache_read(struct dlc_cache *cache, uint32_t ino, void *buf, uint64_t size);
+
+/*
+ * A cached copy as dlc_cache_open_hit saw it under the lock: what
+ * dlc_cache_read_hit checks the bytes against without taking the lock
+ * before the read.  Only an outcome of dlc_cache_open_hit is valid.
+ */
+struct dlc_cache_entry {
+	bool ready;                     /* cached then; the fields below only if so */
+	uint32_t generation;            /* the entry read, told from one admitted since */
+	uint64_t hash;                  /* xxh3 of its bytes */
+};
+
+/*
+ * dlc_cache_read for a reader's open, told to the policy in the same visit:
+ * the first hit of a copy in a mount, read whole and checked.  With entry
+ * (ready: dlc_cache_open_hit's, a moment ago), the copy is read without
+ * taking the lock first; the lock is taken once, after the read, to keep
+ * the check (the copy opens without reading from then on, as long as it is
+ * the entry read), with consume to consume the announced read
+ * (dlc_cache_consume's part, first), and with hit to record the policy's
+ * hit (dlc_cache_hit's, when the bytes were served): the order of the
+ * separate calls.  Without entry (NULL or not ready), the lock is taken
+ * before the read as well.  The read is consumed whatever the outcome, so
+ * that a miss is judged by its next use when its bytes are offered.
+ * Returns as dlc_cache_read.
+ */
+int dlc_cache_read_hit(struct dlc_cache *cache, uint32_t ino, const struct dlc_cache_entry *entry,
+		       void *buf, uint64_t size, bool consume, bool hit);
 
 /*
  * Tests only, for races made deterministic: read_hook(arg, ino, rc) runs
@@ -170,10 +201,10 @@ void dlc_cache_hit(struct dlc_cache *cache, uint32_t ino);
 enum dlc_cache_hit {
 	DLC_CACHE_HIT_OPEN,      /* *fd is the checked copy; the read was told */
 	DLC_CACHE_HIT_UNCHECKED, /* not checked in this mount (or not cached):
-				  * nothing told, go through dlc_cache_read */
+				  * nothing told, go through dlc_cache_read_hit */
 	DLC_CACHE_HIT_GONE,      /* told, but the copy changed or went since its
-				  * check: go through dlc_cache_read, and do not
-				  * consume the read again */
+				  * check: go through dlc_cache_read_hit, and do
+				  * not tell the read again */
 };
 
 /*
@@ -182,10 +213,12 @@ enum dlc_cache_hit {
  * tells the policy of the read (with consume, dlc_cache_consume's part
  * first, then dlc_cache_hit's: the order of the separate calls); then opens
  * the copy without the lock (dlc_store_open_checked).  *fd is -1 unless
- * DLC_CACHE_HIT_OPEN.
+ * DLC_CACHE_HIT_OPEN.  *entry is the copy as seen in that take (not ready:
+ * not cached), for the read that follows any outcome but
+ * DLC_CACHE_HIT_OPEN (dlc_cache_read_hit).
  */
 enum dlc_cache_hit dlc_cache_open_hit(struct dlc_cache *cache, uint32_t ino, bool consume,
-				     int *fd);
+				     int *fd, struct dlc_cache_entry *entry);
 
 /* dlc_cache_consume (with consume) then dlc_cache_hit, in one take of the
  * lock: an open of a file read by blocks. */

@@ -78,6 +78,15 @@ void dlc_fetch_set_budget(struct dlc_fetch *fetch, struct dlc_budget *budget);
  */
 int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
 
+/* What dlc_fetch_open_cached saw of a file it did not open, for the rest of
+ * the open (dlc_fetch_get_answer_first): nothing looked up twice. */
+struct dlc_fetch_seen {
+	uint64_t size;                  /* the snapshot's size of the file */
+	bool told;                      /* the cache was told of this read already
+					 * (DLC_FETCH_MISS_TOLD) */
+	struct dlc_cache_entry entry;   /* its cached copy (dlc_cache_open_hit) */
+};
+
 /*
  * dlc_fetch_get for a caller that answers its reader before the cache is
  * written: when ino's bytes were staged by a prefetch worker and still go to
@@ -86,11 +95,14 @@ int dlc_fetch_get(struct dlc_fetch *fetch, uint32_t ino, struct dlc_blob **out);
  * has its answer (admission decides then); *later is NULL otherwise.  Until
  * then, another open of a miss's ino shares its bytes (its flight stays
  * listed), and another open of a staged file is a miss and fetches again.
- * told: the cache was told of this read already (DLC_FETCH_MISS_TOLD), so
- * it is neither consumed nor counted as the policy's hit again.
+ * seen: what dlc_fetch_open_cached saw a moment ago, or NULL (ino is looked
+ * up).  With seen->told the read is neither consumed nor counted as the
+ * policy's hit again.  A first hit in the mount (a copy not checked yet)
+ * takes the cache's lock once, after its read (dlc_cache_read_hit).
  */
-int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino, bool told,
-			       struct dlc_blob **out, struct dlc_blob **later);
+int dlc_fetch_get_answer_first(struct dlc_fetch *fetch, uint32_t ino,
+			       const struct dlc_fetch_seen *seen, struct dlc_blob **out,
+			       struct dlc_blob **later);
 
 /* Offers later's bytes (from dlc_fetch_get_answer_first, may be NULL) to the
  * cache as ino's (and to the tier, for a miss's), ends the miss's flight and
@@ -125,17 +137,18 @@ enum dlc_fetch_found {
 	DLC_FETCH_MISS,         /* read it the long way (dlc_fetch_get_answer_first,
 				 * or by blocks) */
 	DLC_FETCH_MISS_TOLD,    /* the same, but the cache was told of the read
-				 * already: pass told to dlc_fetch_get_answer_first */
+				 * already (seen->told) */
 };
 
 /*
  * A hit that needs no reading now: an fd on ino's cache file (of size
  * bytes), checked earlier in this mount, counted as a hit; the check, the
  * read's consumption and the policy's hit take the cache's lock once
- * (dlc_cache_open_hit).  A file staged by a prefetch is a miss here.
+ * (dlc_cache_open_hit).  A file staged by a prefetch is a miss here.  On a
+ * miss, *seen is for dlc_fetch_get_answer_first.
  */
 enum dlc_fetch_found dlc_fetch_open_cached(struct dlc_fetch *fetch, uint32_t ino, uint64_t size,
-					   int *fd);
+					   int *fd, struct dlc_fetch_seen *seen);
 
 /*
  * Files larger than max_file are read by blocks (blocks.h): cached in

@@ -575,6 +575,8 @@ int dlc_store_insert(struct dlc_store *store, const char *path, const void *data
 
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_check_name_owner(store, name, path);
+	if (rc == DLC_STORE_NAME_TAKEN)
+		rc = -EEXIST;   /* not this path's to write: the insert fails */
 	if (rc == 0)
 		rc = dlc_store_begin_change(store);
 	if (rc != 0)
@@ -666,7 +668,7 @@ int dlc_store_remove(struct dlc_store *store, const char *path)
 	entry_name(path, name);
 	/* The file of a colliding path is not path's to delete. */
 	rc = dlc_store_check_name_owner(store, name, path);
-	if (rc == -EEXIST)
+	if (rc == DLC_STORE_NAME_TAKEN)
 		rc = -ENOENT;
 	if (rc != 0)
 		goto out;
@@ -692,7 +694,7 @@ int dlc_store_remove_file(struct dlc_store *store, const char *file)
 	entry_name(file, name);
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_check_name_owner(store, name, file);
-	if (rc == -EEXIST)
+	if (rc == DLC_STORE_NAME_TAKEN)
 		rc = -ENOENT;
 	if (rc == 0)
 		rc = unlink_data(store, name);
@@ -751,6 +753,8 @@ int dlc_store_insert_range(struct dlc_store *store, const char *path, const char
 	pthread_mutex_lock(&store->mutex);
 	rc = dlc_store_check_name_owner(store, name, file);
 	dlc_store_unlock(store);
+	if (rc == DLC_STORE_NAME_TAKEN)
+		return -EEXIST;
 	if (rc != 0)
 		return rc;
 

@@ -800,7 +800,7 @@ int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const 
 		const unsigned char *owner = sqlite3_column_text(stmt, 0);
 
 		if (!owner || strcmp((const char *)owner, key) != 0)
-			err = -EEXIST;
+			err = DLC_STORE_NAME_TAKEN;
 	} else if (rc != SQLITE_DONE) {
 		err = db_failed(store, "insert", rc);
 	}

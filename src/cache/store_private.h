@@ -130,11 +130,14 @@ int dlc_store_mark_clean(struct dlc_store *store);
 int dlc_store_meta_get_locked(struct dlc_store *store, const char *key, char **value);
 int dlc_store_meta_set_locked(struct dlc_store *store, const char *key, const char *value);
 
-/*
- * -EEXIST when the data file NAME belongs to a key other than key (a 64-bit
- * collision); a data file belongs to its whole file's path, or to the file
- * key its ranges share (store.h).
- */
+/* Whose the data file NAME is (a data file belongs to its whole file's
+ * path, or to the file key its ranges share, store.h). */
+enum dlc_store_name {
+	DLC_STORE_NAME_FREE = 0,        /* key's, or nobody's yet */
+	DLC_STORE_NAME_TAKEN,           /* another key's: a 64-bit collision */
+};
+
+/* An enum dlc_store_name, or -errno (the index failed). */
 int dlc_store_check_name_owner(struct dlc_store *store, const char *name, const char *key);
 
 /*

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dlcache/deadline.h"
 #include "dlcache/log.h"
 #include "dlcache/stats.h"
 #include "dlcache/store.h"
@@ -19,17 +20,10 @@
 /* A full cache disk pauses admission for this long, then it is tried again. */
 #define DISK_FULL_RETRY_NS (5 * 1000000000LL)
 
-static int64_t monotonic_ns(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec * 1000000000LL + now.tv_nsec;
-}
-
 bool dlc_cache_admitting(struct dlc_cache *cache)
 {
-	if (!cache->admission && cache->retry_at_ns && monotonic_ns() >= cache->retry_at_ns) {
+	if (!cache->admission && cache->retry_at_ns &&
+	    (int64_t)dlc_deadline_now() >= cache->retry_at_ns) {
 		/* The disk was full: evictions or the user may have made room. */
 		cache->admission = true;
 		cache->retry_at_ns = 0;
@@ -41,7 +35,7 @@ void dlc_cache_write_failed(struct dlc_cache *cache, const char *path, int rc)
 {
 	if (rc == -ENOSPC && cache->admission) {
 		cache->admission = false;
-		cache->retry_at_ns = monotonic_ns() + DISK_FULL_RETRY_NS;
+		cache->retry_at_ns = (int64_t)dlc_deadline_now() + DISK_FULL_RETRY_NS;
 		dlc_log(cache->full_logged ? DLC_LOG_INFO : DLC_LOG_WARNING,
 			"cache disk under %s is full: admission pauses for %d s, reads go on from the source",
 			dlc_store_dir(cache->store), (int)(DISK_FULL_RETRY_NS / 1000000000LL));

@@ -267,7 +267,7 @@ land:
 	if (rc == 0 && flight->stage_seq && !fetch->stopping &&
 	    fetch->announced[flight->ino] == flight->stage_seq) {
 		fetch->staged[fetch->nstaged++] = (struct staged) {
-			flight->ino, flight->stage_seq, dlc_blob_get(blob), monotonic_ns(), offered
+			flight->ino, flight->stage_seq, dlc_blob_get(blob), dlc_deadline_now(), offered
 		};
 		fetch->staged_bytes += blob->size;
 		staged = true;

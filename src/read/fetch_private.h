@@ -156,14 +156,4 @@ static inline void wait_on(struct dlc_fetch *fetch, pthread_cond_t *cond)
 	pthread_cond_wait(cond, &fetch->lock);
 }
 
-/* CLOCK_MONOTONIC in nanoseconds: when a prefetch was staged (fly), how
- * long ago (staging.c). */
-static inline uint64_t monotonic_ns(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
-}
-
 #endif

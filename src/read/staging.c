@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "dlcache/deadline.h"
 #include "fetch_private.h"
 #include "warm_list.h"
 
@@ -89,7 +90,7 @@ struct dlc_blob *dlc_staging_reader_opened(struct dlc_fetch *fetch, uint32_t ino
 {
 	struct dlc_blob *mine = NULL;
 	uint64_t seq = fetch->announced[ino];
-	uint64_t now = monotonic_ns();
+	uint64_t now = dlc_deadline_now();
 	unsigned kept = 0;
 
 	if (seq == 0)

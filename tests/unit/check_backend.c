@@ -346,9 +346,10 @@ END_TEST
 
 /* ------------------------------------------------------------------------
  * The time limit's read buffers (backend_deadline.c).  A fake driver whose
- * reads at offset 1 hang for a while and then keep writing 0xAA into their
- * buffer (a late, abandoned read); every other read fills 0xBB at once and
- * records the buffer it was given.
+ * reads at offset 1 hang for 300 ms and then keep writing 0xAA into their
+ * buffer for 400 ms (a late, abandoned read); reads at offset 2 say nothing
+ * for 600 ms; every other read fills 0xBB at once and records the buffer
+ * it was given.
  */
 struct fake_file {
 	int unused;
@@ -377,7 +378,7 @@ static ssize_t fake_pread(void *priv, struct dlc_backend_file *file, void *buf, 
 	if (off == 1) {
 		double end;
 
-		usleep(100 * 1000);
+		usleep(300 * 1000);
 		end = now() + 0.4;
 		while (now() < end) {
 			memset(buf, 0xaa, len);
@@ -429,7 +430,7 @@ START_TEST(test_deadline_reuses_read_buffers_but_never_an_abandoned_one)
 	 * to the system, and new ones come zeroed. */
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	ck_assert_ptr_nonnull(out);
-	ck_assert_int_eq(dlc_backend_deadline_wrap(&backend, 50 * 1000000ull), 0);
+	ck_assert_int_eq(dlc_backend_deadline_wrap(&backend, 200 * 1000000ull), 0);
 	ck_assert_int_eq(backend.ops->open(backend.priv, "f", &file), 0);
 
 	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 0), (ssize_t)len);
@@ -437,7 +438,9 @@ START_TEST(test_deadline_reuses_read_buffers_but_never_an_abandoned_one)
 	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 0), (ssize_t)len);
 	ck_assert(atomic_load(&fake_saw_last_bytes));           /* the same one again */
 
-	/* Abandoned at 50 ms; its driver call writes 0xAA from 100 to 500 ms. */
+	/* Abandoned at 200 ms; its driver call writes 0xAA from 300 to 700 ms.
+	 * (A limit of 50 ms failed the reads below under ASan on a loaded
+	 * machine: a 2 MiB read and its check took longer.) */
 	ck_assert_int_eq(backend.ops->pread(backend.priv, file, out, len, 1), -ETIMEDOUT);
 	end = now() + 0.6;
 	while (now() < end) {

@@ -223,6 +223,7 @@ def main():
         start = time.monotonic()      # drawing and announcing the epoch count too
         sampler.set_epoch(epoch)
         aggressiveness = getattr(sampler, "a", None)   # the value this epoch draws with
+        draw = dict(getattr(sampler, "last_draw", None) or {}) or None
         seen = correct = 0
         loss_sum = 0.0
         for images, labels, indices in loader:
@@ -258,7 +259,7 @@ def main():
                "train_accuracy": correct / max(1, seen), "val_accuracy": accuracy,
                "hit_ratio": hit, "cache_hit_ratio": cache_hit,
                "scored_samples": after and after["scored_samples"],
-               "samples_with_loss": reporter.known}
+               "samples_with_loss": reporter.known, "draw": draw}
         history.append(row)
         line = "epoch %d: %.1f s, loss %.3f, train accuracy %.1f%%, val accuracy %.1f%%" % (
             epoch, seconds, row["loss"], 100 * row["train_accuracy"], 100 * accuracy)

@@ -202,6 +202,7 @@ class CacheAwareSampler(_EpochSampler):
         self.history: List[Tuple[int, float, Optional[float]]] = []
         self._probability: List[float] = [1.0 / max(1, len(self.paths))] * len(self.paths)
         self._drawn: List[int] = []
+        self.last_draw: Dict[str, float] = {}      # what the last epoch drew: see _summarise
         self._observed: Optional[Tuple[str, float]] = None    # ("accuracy" | "loss", value) given since the last epoch
         self._best: Dict[str, float] = {}          # best value seen per signal kind
         self._started = False
@@ -309,6 +310,7 @@ class CacheAwareSampler(_EpochSampler):
             self.cached_fraction = 0.0
             self._probability = [1.0 / max(1, n)] * n
             self._drawn = order
+            self._summarise(order, len(cached))
             return order
         weights = self._weights()
         if self.replacement:
@@ -324,7 +326,19 @@ class CacheAwareSampler(_EpochSampler):
             order = hits + misses
             rng.shuffle(order)
         self._drawn = order
+        self._summarise(order, len(cached))
         return order
+
+    def _summarise(self, order: Sequence[int], cached: int) -> None:
+        """last_draw: the epoch's reads, distinct samples, how many the cache
+        held when drawn, and the mean and variance of the loss weights
+        1/(N p_i) over the reads (1 and 0 for a plain shuffle)."""
+        weights = [self._weight(i) for i in order]
+        mean = sum(weights) / max(1, len(weights))
+        self.last_draw = {
+            "reads": len(order), "distinct": len(set(order)), "cached": cached,
+            "weight_mean": mean,
+            "weight_var": sum((w - mean) ** 2 for w in weights) / max(1, len(weights))}
 
     def _draw_with_replacement(self, rng: random.Random, weights: List[float],
                                cached: Set[int]) -> Tuple[List[int], List[int]]:

@@ -132,7 +132,7 @@ class DistributedSlicerTest(unittest.TestCase):
         rep.report(list(range(100)), [float(i % 7) for i in range(100)])
         rep.rerank()
         base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.9, seed=5,
-                                      replacement=True)
+                                         replacement=True, adaptive=False)
         mount = FakeMount()
         s = dlcache.DistributedSlicer(base, 0, 2, mount)
         s.set_epoch(1)
@@ -187,7 +187,7 @@ class DistributedSlicerTest(unittest.TestCase):
             rep.report([rank * 50 + i for i in range(50)], [float(i) for i in range(50)])
             rep.rerank()
             base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.5, seed=9,
-                                             replacement=True)
+                                             replacement=True, adaptive=False)
             s = dlcache.DistributedSlicer(base, rank, 2)
             s.set_epoch(1)
             return base, list(s)

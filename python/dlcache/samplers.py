@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence,
-                    Set, Tuple)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Set, Tuple)
 
 if TYPE_CHECKING:
     from .mount import Mount, PathLike
@@ -241,7 +241,11 @@ class CacheAwareSampler(_EpochSampler):
         self.last_draw: Dict[str, float] = {}      # what the last epoch drew: see _summarise
         self._observed: Optional[Tuple[str, float]] = None    # ("accuracy" | "loss", value) given since the last epoch
         self._seconds: Optional[float] = None      # the last epoch's time, given or measured
-        self._began = 0.0                          # monotonic time of the last set_epoch()
+        # Where an epoch's time comes from when observe() gives none: this
+        # process's clock, or None (every epoch 1 s: DistributedSlicer's
+        # base, whose decisions must not depend on one rank's clock).
+        self.clock: Optional[Callable[[], float]] = time.monotonic
+        self._began = 0.0                          # clock() at the last set_epoch()
         self._leaned = False                       # the last epoch drew leaning on the cache
         self._previous: Dict[str, float] = {}     # the last signal value, per kind
         self._plain: Optional[Tuple[float, float, int]] = None  # last plain epoch: gain, seconds, epochs since
@@ -261,12 +265,16 @@ class CacheAwareSampler(_EpochSampler):
             raise ValueError("observe() takes one of accuracy= or loss=")
         if seconds is not None and not seconds >= 0:
             raise ValueError("seconds must be a time of 0 or more, not %r" % seconds)
-        self._seconds = seconds if seconds is not None else time.monotonic() - self._began
+        self._seconds = seconds if seconds is not None else self._elapsed()
         value = accuracy if accuracy is not None else loss
         if not math.isfinite(value):
             return
         self._observed = ("accuracy", float(accuracy)) if accuracy is not None \
             else ("loss", float(loss))
+
+    def _elapsed(self) -> float:
+        """Seconds since the last set_epoch() by clock (1 without one)."""
+        return self.clock() - self._began if self.clock else 1.0
 
     def _auto_signal(self) -> Optional[Tuple[str, float]]:
         """The importance-weighted mean of the latest losses of the samples
@@ -284,7 +292,7 @@ class CacheAwareSampler(_EpochSampler):
         """Chooses the next epoch's a from the last epoch's gain per second
         (see the class comment for the rule)."""
         signal = self._observed or self._auto_signal()
-        seconds = self._seconds if self._seconds is not None else time.monotonic() - self._began
+        seconds = self._seconds if self._seconds is not None else self._elapsed()
         self._observed = self._seconds = None
         if signal is None:
             return None
@@ -335,7 +343,7 @@ class CacheAwareSampler(_EpochSampler):
         if self.adaptive and self._started:
             signal = self._adapt()
         self._started = True
-        self._began = time.monotonic()
+        self._began = self.clock() if self.clock else 0.0
         super()._new_epoch(epoch)
         self.history.append((epoch, self.a, signal and signal[1]))
 

@@ -306,10 +306,10 @@ class CacheAwareSampler(_EpochSampler):
             gain = value - previous
         else:
             gain = (previous - value) / abs(previous) if previous else previous - value
-        self.a = self.decide(gain, seconds)
+        self.a = self._decide(gain, seconds)
         return signal
 
-    def decide(self, gain: float, seconds: float) -> float:
+    def _decide(self, gain: float, seconds: float) -> float:
         """The next epoch's a, given the last epoch's gain (accuracy points
         as a fraction, or a loss's relative drop) and its seconds; the last
         epoch leaned if the sampler drew it leaning on the cache."""

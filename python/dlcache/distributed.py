@@ -108,7 +108,11 @@ class DistributedSlicer:
     no rank's draw depends on its own node's cache: a base
     CacheAwareSampler then sees no cached set, its default draw is a plain
     shuffle, and replacement=True keeps the importance draws (with
-    replacement, favouring high-loss samples) on every rank.
+    replacement, favouring high-loss samples) on every rank.  The base's
+    controller weighs accuracy per second: give every rank the same
+    observe(accuracy=..., seconds=...) (for instance rank 0's, broadcast);
+    without seconds, the slicer makes it count every epoch as one second,
+    never by this rank's own clock, so no two ranks decide apart.
     """
 
     def __init__(self, base: Any, rank: int, world_size: int, mount: Optional[Mount] = None,
@@ -121,6 +125,10 @@ class DistributedSlicer:
         # reporter's mount when given none, so detach it here.
         base.mount = None
         base.prefetch = False
+        # Nor may its controller time epochs by this rank's clock: given
+        # no observe(seconds=...), every rank counts each epoch alike.
+        if hasattr(base, "clock"):
+            base.clock = None
         self.base = base
         self.rank = rank
         self.world_size = world_size

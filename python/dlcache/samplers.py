@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import random
-from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence,
-                    Set, Tuple)
+import time
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Set, Tuple)
 
 if TYPE_CHECKING:
     from .mount import Mount, PathLike
@@ -127,26 +128,59 @@ class CacheAwareSampler(_EpochSampler):
     (leaning on it there ended 2 of 3 Fashion-MNIST runs short of 88%,
     BENCHMARKS.md), and its first plain epoch gives every sample a loss.
 
-    Adaptation (adaptive=True, the default; SHADE's PADS raises the hit rate
-    "while keeping the accuracy improvement in check"): aggressiveness is
-    the starting value, and before each epoch a moves by the trend of a
-    progress signal between the epochs:
-    - the signal improved on its best value so far by more than min_gain
-      (validation accuracy: absolute, 0.002 = 0.2 point) or min_loss_drop
-      (a loss: relative, 0.01 = 1%): a rises by step, up to max_a;
-    - it fell below that best by more than tolerance (accuracy: absolute,
-      0.01 = 1 point; a loss: relative, 0.01 = 1%): a falls by 2 * step,
-      down to min_a (back off twice as fast as it climbs);
-    - in between it holds: validation accuracy on a few thousand images
-      moves by half a point between epochs by chance, and a decaying
-      learning rate flattens the curve; backing off on every such stall
-      kept a wandering between 0.2 and 0.6 (BENCHMARKS.md).
-    The signal is what the loop gives observe(accuracy=...) or
-    observe(loss=...) since the last epoch; without it, the sampler observes
-    the importance-weighted mean of the latest losses of the samples the
-    last epoch drew, an unbiased estimate of the training loss that needs
-    no change to the loop.  adaptive=False keeps a fixed.  history lists
-    (epoch, a, signal) per epoch.
+    Adaptation (adaptive=True, the default): the controller chooses, before
+    each epoch, between a plain epoch (a = 0: a shuffle, no leaning) and a
+    lean epoch at its level (aggressiveness, between min_a and max_a), by
+    what each buys: the validation-accuracy gain per second of training.
+    The hit ratio plays no part: a hit is worth something only if the time
+    it saves buys accuracy.  On Fashion-MNIST (BENCHMARKS.md, seed 4, a 20%
+    cache) a lean second epoch gained -0.3 to +2.7 points from one run to
+    the next where the shuffle gained 2.9, each time in 0.75-0.9 of the
+    shuffle's time on a loaded machine, and the sampler leaning from
+    there on needed 1.5 more epochs to each target than the shuffle; late
+    in the training a lean epoch gains about what a plain one does in
+    0.5-0.8 of the time.
+    The rule:
+    - the first two epochs are plain (the first gives the losses and a
+      reference accuracy, the second the gain of a plain epoch and its
+      time); every epoch with nothing cached, or before the reporter holds
+      half the samples' losses, is plain anyway;
+    - after a plain epoch (gain g_p in t_p seconds), the next epoch tries
+      the lean level, unless g_p is within tolerance right after a plain
+      epoch that gained more than 2 * tolerance: that is a chance dip (at
+      seed 1, a 10% cache, the second epoch fell a point, then the third
+      gained five), not a plateau, and one more plain epoch measures it;
+    - a lean epoch (gain g in t seconds) pays if it bought at least the
+      accuracy a plain epoch would have bought in its time:
+      g + tolerance >= g_p * decay^k * t / t_p, where k counts the epochs
+      since that plain one (a plain epoch's gain shrinks by decay per
+      epoch: 0.7; a shuffle gained 2.9, 2.1, 1.6 points in epochs 2-4)
+      and tolerance (0.005: half a point, the chance swing of a
+      validation accuracy on a few thousand images) keeps noise from
+      deciding; it then stays lean and its level rises by step, up to
+      max_a, and after recheck (2) lean epochs in a row that paid, one
+      plain epoch measures the reference again (a stale one let a = 0.8
+      stall at 87.5% on a 10% cache while a shuffle reached 88.2%);
+    - a lean epoch that did not pay sends the sampler back to plain, its
+      level falls by 2 * step (down to min_a), and it stays plain one
+      epoch more for each failure in a row before trying again: a small
+      cache, or a machine where the time goes to the CPU rather than the
+      source, keeps the sampler plain until leaning can pay;
+    - a loss signal (lower is better) counts its relative drop as the
+      gain, and tolerance as relative.
+    Early in the training a plain epoch gains points and a lean one that
+    loses some of them fails; late, gains are small and the time a lean
+    epoch saves wins.  The signal is what the loop gives observe(accuracy=...)
+    or observe(loss=...) after the epoch, and the time is observe(seconds=...)
+    (training only: the benchmark's clock) or else the wall time from
+    set_epoch() to observe() (or to the next set_epoch()); without a signal,
+    the sampler observes the importance-weighted mean of the latest losses
+    of the samples the last epoch drew, an unbiased estimate of the
+    training loss that needs no change to the loop.  adaptive=False keeps
+    a = aggressiveness (from the first epoch with half the losses known).
+    history lists (epoch, a, signal) per epoch; min_gain and min_loss_drop
+    are accepted and unused (the controller before 2026-11-27 raised a on
+    any gain).
 
     Unbiased weights: draw_probability(i) is p_i, the expected number of
     reads of sample i in the epoch over N (with replacement: the probability
@@ -175,8 +209,9 @@ class CacheAwareSampler(_EpochSampler):
                  prefetch: bool = True, seed: int = 0, adaptive: bool = True,
                  min_a: float = 0.1, max_a: float = 0.8, step: float = 0.1,
                  min_gain: float = 0.002, min_loss_drop: float = 0.01,
-                 tolerance: float = 0.01, cached_first: bool = False,
-                 clip: Optional[float] = None, replacement: bool = False) -> None:
+                 tolerance: float = 0.005, cached_first: bool = False,
+                 clip: Optional[float] = None, replacement: bool = False,
+                 decay: float = 0.7, recheck: int = 2) -> None:
         if not 0 <= aggressiveness < 1:
             raise ValueError("aggressiveness must be in [0, 1), not %r" % aggressiveness)
         if adaptive and not 0 <= min_a <= max_a < 1:
@@ -184,13 +219,22 @@ class CacheAwareSampler(_EpochSampler):
                              % (min_a, max_a))
         if step < 0 or min_gain < 0 or min_loss_drop < 0 or tolerance < 0:
             raise ValueError("step, min_gain, min_loss_drop and tolerance must not be negative")
+        if not 0 < decay <= 1:
+            raise ValueError("decay must be in (0, 1], not %r" % decay)
+        if recheck < 0:
+            raise ValueError("recheck must be 0 (never) or a number of epochs, not %r" % recheck)
         if clip is not None and clip <= 0:
             raise ValueError("clip must be a positive weight or None, not %r" % clip)
         mount = mount if mount is not None else reporter.mount
         super().__init__(paths, mount, prefetch, seed)
         self.reporter = reporter
-        self.a = aggressiveness
         self.adaptive = adaptive
+        # Adaptive: plain (a = 0) until the controller finds leaning pays;
+        # level is what it tries then.
+        self.level = min(max_a, max(min_a, aggressiveness)) if adaptive else aggressiveness
+        self.a = 0.0 if adaptive else aggressiveness
+        self.decay = decay
+        self.recheck = recheck
         self.min_a, self.max_a, self.step = min_a, max_a, step
         self.min_gain, self.min_loss_drop = min_gain, min_loss_drop
         self.tolerance = tolerance
@@ -202,23 +246,45 @@ class CacheAwareSampler(_EpochSampler):
         self.history: List[Tuple[int, float, Optional[float]]] = []
         self._probability: List[float] = [1.0 / max(1, len(self.paths))] * len(self.paths)
         self._drawn: List[int] = []
+        self.last_draw: Dict[str, float] = {}      # what the last epoch drew: see _summarise
         self._observed: Optional[Tuple[str, float]] = None    # ("accuracy" | "loss", value) given since the last epoch
-        self._best: Dict[str, float] = {}          # best value seen per signal kind
+        self._seconds: Optional[float] = None      # the last epoch's time, given or measured
+        # Where an epoch's time comes from when observe() gives none: this
+        # process's clock, or None (every epoch 1 s: DistributedSlicer's
+        # base, whose decisions must not depend on one rank's clock).
+        self.clock: Optional[Callable[[], float]] = time.monotonic
+        self._began = 0.0                          # clock() at the last set_epoch()
+        self._leaned = False                       # the last epoch drew leaning on the cache
+        self._previous: Dict[str, float] = {}     # the last signal value, per kind
+        self._plain: Optional[Tuple[float, float, int]] = None  # last plain epoch: gain, seconds, epochs since
+        self._failures = 0                         # lean epochs in a row that did not pay
+        self._streak = 0                           # lean epochs in a row that paid
+        self._plain_gain = math.inf                # the last plain epoch's gain (the first: steep)
+        self._hold = 0                             # plain epochs still to run before trying again
         self._started = False
 
     # -- adaptation ---------------------------------------------------------
 
-    def observe(self, accuracy: Optional[float] = None, loss: Optional[float] = None) -> None:
+    def observe(self, accuracy: Optional[float] = None, loss: Optional[float] = None,
+                seconds: Optional[float] = None) -> None:
         """The loop's progress signal for the epoch that just ended: a
         validation (or training) accuracy, higher is better, or a loss,
-        lower is better.  The next set_epoch() adapts to it."""
+        lower is better; and the epoch's training time in seconds (default:
+        the wall time since set_epoch()).  The next set_epoch() adapts."""
         if (accuracy is None) == (loss is None):
             raise ValueError("observe() takes one of accuracy= or loss=")
+        if seconds is not None and not seconds >= 0:
+            raise ValueError("seconds must be a time of 0 or more, not %r" % seconds)
+        self._seconds = seconds if seconds is not None else self._elapsed()
         value = accuracy if accuracy is not None else loss
         if not math.isfinite(value):
             return
         self._observed = ("accuracy", float(accuracy)) if accuracy is not None \
             else ("loss", float(loss))
+
+    def _elapsed(self) -> float:
+        """Seconds since the last set_epoch() by clock (1 without one)."""
+        return self.clock() - self._began if self.clock else 1.0
 
     def _auto_signal(self) -> Optional[Tuple[str, float]]:
         """The importance-weighted mean of the latest losses of the samples
@@ -233,40 +299,70 @@ class CacheAwareSampler(_EpochSampler):
         return ("loss", total / weight_sum) if weight_sum > 0 else None
 
     def _adapt(self) -> Optional[Tuple[str, float]]:
-        """Moves a by the trend of the signal observed since the last epoch."""
+        """Chooses the next epoch's a from the last epoch's gain per second
+        (see the class comment for the rule)."""
         signal = self._observed or self._auto_signal()
-        self._observed = None
+        seconds = self._seconds if self._seconds is not None else self._elapsed()
+        self._observed = self._seconds = None
         if signal is None:
             return None
         kind, value = signal
-        best = self._best.get(kind)
-        if best is None:
-            self._best[kind] = value
+        previous = self._previous.get(kind)
+        self._previous[kind] = value
+        if previous is None:
+            self.a = 0.0                  # a reference only: the next epoch is plain
             return signal
-        # Beyond min_gain (min_loss_drop) of the best so far: progress, a
-        # rises.  Worse than the best by more than tolerance: a regression,
-        # a falls twice as fast.  In between, the noise of the signal (half
-        # a point of accuracy between epochs on a small validation set, or
-        # the plateau of a decaying learning rate): a holds.
         if kind == "accuracy":
-            improved = value > best + self.min_gain
-            worse = value < best - self.tolerance
-            self._best[kind] = max(best, value)
+            gain = value - previous
         else:
-            improved = value < best * (1 - self.min_loss_drop) if best > 0 else value < best
-            worse = value > best * (1 + self.tolerance) if best > 0 else value > best
-            self._best[kind] = min(best, value)
-        if improved:
-            self.a = round(min(self.max_a, self.a + self.step), 6)
-        elif worse:
-            self.a = round(max(self.min_a, self.a - 2 * self.step), 6)
+            gain = (previous - value) / abs(previous) if previous else previous - value
+        self.a = self._decide(gain, seconds)
         return signal
+
+    def _decide(self, gain: float, seconds: float) -> float:
+        """The next epoch's a, given the last epoch's gain (accuracy points
+        as a fraction, or a loss's relative drop) and its seconds; the last
+        epoch leaned if the sampler drew it leaning on the cache."""
+        if not self._leaned:
+            # A plain epoch: the reference a lean one must match per second.
+            # Flat (within the noise) right after a steep plain one, it is
+            # a chance dip, not a plateau: one more plain epoch measures it.
+            dip = gain <= self.tolerance and self._plain_gain > 2 * self.tolerance
+            self._plain_gain = gain
+            self._plain = (max(0.0, gain), seconds, 0)
+            self._streak = 0
+            if self._hold > 0:
+                self._hold -= 1
+                return 0.0
+            return 0.0 if dip else self.level
+        if self._plain is None:           # nothing to compare with: keep leaning
+            self.level = round(min(self.max_a, self.level + self.step), 6)
+            return self.level
+        self._plain_gain = 0.0            # a flat plain epoch after this one: a plateau
+        plain_gain, plain_seconds, since = self._plain
+        since += 1
+        self._plain = (plain_gain, plain_seconds, since)
+        expected = plain_gain * self.decay ** since
+        if plain_seconds > 0:
+            expected *= seconds / plain_seconds
+        if gain + self.tolerance >= expected:
+            self._failures = 0
+            self._streak += 1
+            self.level = round(min(self.max_a, self.level + self.step), 6)
+            if self.recheck and self._streak >= self.recheck:
+                return 0.0                # a plain epoch re-measures the reference
+            return self.level
+        self._failures += 1
+        self._hold = self._failures - 1
+        self.level = round(max(self.min_a, self.level - 2 * self.step), 6)
+        return 0.0
 
     def _new_epoch(self, epoch: int) -> None:
         signal = None
         if self.adaptive and self._started:
             signal = self._adapt()
         self._started = True
+        self._began = self.clock() if self.clock else 0.0
         super()._new_epoch(epoch)
         self.history.append((epoch, self.a, signal and signal[1]))
 
@@ -309,6 +405,8 @@ class CacheAwareSampler(_EpochSampler):
             self.cached_fraction = 0.0
             self._probability = [1.0 / max(1, n)] * n
             self._drawn = order
+            self._leaned = False
+            self._summarise(order, len(cached))
             return order
         weights = self._weights()
         if self.replacement:
@@ -316,6 +414,7 @@ class CacheAwareSampler(_EpochSampler):
         else:
             hits, misses = self._draw_misses_once(rng, weights, cached)
         self.cached_fraction = len(hits) / max(1, n)
+        self._leaned = True
         if self.cached_first:
             rng.shuffle(hits)
             rng.shuffle(misses)
@@ -324,7 +423,19 @@ class CacheAwareSampler(_EpochSampler):
             order = hits + misses
             rng.shuffle(order)
         self._drawn = order
+        self._summarise(order, len(cached))
         return order
+
+    def _summarise(self, order: Sequence[int], cached: int) -> None:
+        """last_draw: the epoch's reads, distinct samples, how many the cache
+        held when drawn, and the mean and variance of the loss weights
+        1/(N p_i) over the reads (1 and 0 for a plain shuffle)."""
+        weights = [self._weight(i) for i in order]
+        mean = sum(weights) / max(1, len(weights))
+        self.last_draw = {
+            "reads": len(order), "distinct": len(set(order)), "cached": cached,
+            "weight_mean": mean,
+            "weight_var": sum((w - mean) ** 2 for w in weights) / max(1, len(weights))}
 
     def _draw_with_replacement(self, rng: random.Random, weights: List[float],
                                cached: Set[int]) -> Tuple[List[int], List[int]]:

@@ -13,6 +13,10 @@
         accuracy, the mean epoch time, the hit ratio of the epochs after the
         first, and the accuracy after the last epoch; then the ratios the
         issue sets targets for.
+    fashion.py epochs JSON...          Per run, per epoch: seconds, validation
+        accuracy, hit ratio, and for the cache-aware sampler the
+        aggressiveness the epoch ran with, the distinct samples among its
+        reads and the variance of its loss weights.
 
 Standard library and PIL only (python3-pil).
 """
@@ -108,13 +112,33 @@ def table(targets, files):
                   "(target >= -1)" % (name, final - plain[1]))
 
 
+def epochs(files):
+    print("%-24s %5s %7s %7s %6s %5s %8s %8s" % ("run", "epoch", "seconds", "val %",
+                                               "hit %", "a", "distinct", "w var"))
+    for path in files:
+        name = os.path.basename(path)[:-len(".json")]
+        with open(path) as f:
+            run = json.load(f)
+        for e in run["epochs"]:
+            draw = e.get("draw") or {}
+            a = e.get("aggressiveness")
+            print("%-24s %5d %7.1f %7.1f %6.1f %5s %8s %8s" % (
+                name, e["epoch"], e["seconds"], 100 * e["val_accuracy"],
+                100 * (e["hit_ratio"] or 0), "-" if a is None else "%.2f" % a,
+                draw.get("distinct", "-"),
+                "-" if "weight_var" not in draw else "%.3f" % draw["weight_var"]))
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] == "export":
         export(argv[2], int(argv[3]), int(argv[4]))
+    elif len(argv) >= 3 and argv[1] == "epochs":
+        epochs(argv[2:])
     elif len(argv) >= 4 and argv[1] == "table":
         table([float(t) for t in argv[2].split(",")], argv[3:])
     else:
-        sys.exit("usage: fashion.py export DIR TRAIN TEST | fashion.py table TARGETS JSON...")
+        sys.exit("usage: fashion.py export DIR TRAIN TEST | fashion.py table TARGETS JSON... | "
+                 "fashion.py epochs JSON...")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@
 #                                            default --weights, empty for none)
 #   NO_CACHE=0 ...                          (without the no-cache row: freeze +
 #                                            shuffle trains the same model, seed by seed)
+#   KEEP=DIR ...                            (copy each job's log and JSON into DIR as it
+#                                            ends; fashion.py epochs DIR/*.json prints
+#                                            them epoch by epoch)
 #   WARM=1 ...                              (a warm cache: before each measured job,
 #                                            the node's previous job, the same
 #                                            configuration and another seed, runs
@@ -90,6 +93,7 @@ run() {
 		job "$WORK/$name.$seed.log" "$EPOCHS" "$seed" "$sampler" --targets "$TARGETS" \
 			--drop-caches --json "$WORK/$name.$seed.json" "$@"
 		echo "  $name seed $seed: $(tail -1 "$WORK/$name.$seed.log")"
+		[ -z "${KEEP:-}" ] || cp "$WORK/$name.$seed.log" "$WORK/$name.$seed.json" "$KEEP/"
 	done
 }
 

@@ -132,7 +132,7 @@ class DistributedSlicerTest(unittest.TestCase):
         rep.report(list(range(100)), [float(i % 7) for i in range(100)])
         rep.rerank()
         base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.9, seed=5,
-                                      replacement=True)
+                                         replacement=True, adaptive=False)
         mount = FakeMount()
         s = dlcache.DistributedSlicer(base, 0, 2, mount)
         s.set_epoch(1)
@@ -181,13 +181,36 @@ class DistributedSlicerTest(unittest.TestCase):
         s.set_epoch(2)
         self.assertEqual(len(base.history), 2)
 
+    def test_ranks_with_different_clocks_decide_alike(self):
+        # The base's controller weighs gain per second; two ranks whose
+        # epochs took different wall times must still draw one order.
+        histories = []
+        for tick in (1, 37):
+            rep = dlcache.RankReporter(None, PATHS, every=1000)
+            rep.report(list(range(100)), [float(i % 7) for i in range(100)])
+            rep.rerank()
+            base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, seed=3, replacement=True)
+            clock = iter(range(0, 10 ** 6, tick))
+            base.clock = lambda: next(clock)     # this rank's clock
+            s = dlcache.DistributedSlicer(base, 0, 2)
+            accuracies = [0.80, 0.83, 0.84, 0.86, 0.87]
+            for epoch, accuracy in enumerate(accuracies, start=1):
+                s.set_epoch(epoch)
+                list(s)
+                base.observe(accuracy=accuracy)
+            s.set_epoch(len(accuracies) + 1)
+            histories.append((base.history, list(s)))
+        self.assertEqual(histories[0], histories[1])
+        # Plain twice, then the level; +1 point in as long as +3 did: back to plain.
+        self.assertEqual([h[1] for h in histories[0][0]], [0.0, 0.0, 0.5, 0.0, 0.3, 0.4])
+
     def test_importance_sampling_draws_the_same_order_on_every_rank(self):
         def body(rank, gather):
             rep = dlcache.DistributedRankReporter(None, PATHS, every=1, all_gather=gather)
             rep.report([rank * 50 + i for i in range(50)], [float(i) for i in range(50)])
             rep.rerank()
             base = dlcache.CacheAwareSampler(PATHS, rep, mount=None, aggressiveness=0.5, seed=9,
-                                             replacement=True)
+                                             replacement=True, adaptive=False)
             s = dlcache.DistributedSlicer(base, rank, 2)
             s.set_epoch(1)
             return base, list(s)

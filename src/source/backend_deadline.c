@@ -17,21 +17,6 @@
  * and stat (the crawl at mount, in the user's foreground command) go to the
  * driver directly.
  *
- * Silence.  A read(2) of a page can wait on several requests one after
- * another (another reader's readahead of the page, then its own re-read),
- * each arriving with a fresh deadline, so per-request deadlines alone let
- * one read(2) wait 7-8 s with a 5 s timeout while the whole source stalled
- * (tests/bench/soak.sh, 2026-11-27: the kernel sent the second request
- * 1-3 s into the read).  So the source's silence is a clock of its own:
- * while calls are inside the driver and none has returned since a moment
- * S (the later of the last return and the first of those calls entering),
- * a call waits at most until S + timeout_ns, however late it came: every
- * wait on a stalled source ends source_timeout after the source fell
- * silent.  The call itself is still made (only a request's own deadline
- * skips it), and its caller waits at least SILENCE_PROBE_NS, so that one
- * call hung forever on an otherwise idle source does not fail every read
- * after it: the next call answers, and the silence ends.
- *
  * The cost is one thread hand-off per call, and for reads one copy; a
  * source that answers normally never notices the limit.  Read buffers of
  * 1 MiB and more (blocks of large files, larger samples) are kept for the
@@ -73,9 +58,6 @@
 #define SPARE_BUFFERS 16
 #define SPARE_BYTES (64u << 20)
 #define SPARE_MIN (1u << 20)
-/* The least a call waits when the source has been silent for timeout_ns
- * already: long enough for a source that answers to answer. */
-#define SILENCE_PROBE_NS (100 * 1000000ull)
 
 struct spare {
 	void *buf;
@@ -89,9 +71,6 @@ struct deadline_backend {
 	struct dlc_pool *pool;
 	_Atomic unsigned outstanding;
 	_Atomic uint64_t timeouts;
-	pthread_mutex_t silence_lock;           /* a leaf */
-	unsigned in_driver;                     /* silence_lock: calls inside the driver now */
-	uint64_t quiet_since_ns;                /* silence_lock: in_driver > 0: no return since */
 	pthread_mutex_t spare_lock;
 	struct spare spares[SPARE_BUFFERS];     /* spare_lock: nspares of them */
 	unsigned nspares;
@@ -190,38 +169,6 @@ static void file_put(struct deadline_backend *db, struct dlc_backend_file *file)
 	free(file);
 }
 
-/* A call enters the driver: the first of a busy spell starts the silence clock. */
-static void silence_enter(struct deadline_backend *db)
-{
-	pthread_mutex_lock(&db->silence_lock);
-	if (db->in_driver++ == 0)
-		db->quiet_since_ns = dlc_deadline_now();
-	pthread_mutex_unlock(&db->silence_lock);
-}
-
-/* A call returned from the driver: the source answered, the clock starts again. */
-static void silence_leave(struct deadline_backend *db)
-{
-	pthread_mutex_lock(&db->silence_lock);
-	db->in_driver--;
-	db->quiet_since_ns = dlc_deadline_now();
-	pthread_mutex_unlock(&db->silence_lock);
-}
-
-/* How long a call made now may wait: timeout_ns, or less while the source
- * has been silent (see the file's comment), never less than the probe. */
-static uint64_t silence_limit(struct deadline_backend *db)
-{
-	uint64_t limit = db->timeout_ns, now = dlc_deadline_now(), end;
-
-	pthread_mutex_lock(&db->silence_lock);
-	end = db->in_driver ? db->quiet_since_ns + db->timeout_ns : 0;
-	pthread_mutex_unlock(&db->silence_lock);
-	if (end && end < now + limit)
-		limit = end > now + SILENCE_PROBE_NS ? end - now : SILENCE_PROBE_NS;
-	return limit < db->timeout_ns ? limit : db->timeout_ns;
-}
-
 static void run_call(void *arg)
 {
 	struct call *call = arg;
@@ -235,7 +182,6 @@ static void run_call(void *arg)
 	if (abandoned && call->kind != CALL_CLOSE) {
 		call->result = -ETIMEDOUT;
 	} else {
-		silence_enter(db);
 		switch (call->kind) {
 		case CALL_OPEN: {
 			struct dlc_backend_file *inner = NULL;
@@ -252,7 +198,6 @@ static void run_call(void *arg)
 			call->result = db->inner_ops->close(db->inner, call->inner);
 			break;
 		}
-		silence_leave(db);
 	}
 	pthread_mutex_lock(&call->lock);
 	call->done = true;
@@ -292,9 +237,8 @@ static struct call *call_new(struct deadline_backend *db, enum call_kind kind)
 }
 
 /*
- * Runs call on the pool and waits for it until timeout_ns from now (less
- * while the source is silent: silence_limit) or the calling thread's
- * request deadline (deadline.h), whichever comes first (a
+ * Runs call on the pool and waits for it until timeout_ns from now or the
+ * calling thread's request deadline (deadline.h), whichever comes first (a
  * call submitted past that deadline is abandoned at once: its thread skips
  * an open or a read, and still makes a close); returns its
  * result, or -ETIMEDOUT after abandoning it (or the pool's -errno when it
@@ -321,9 +265,8 @@ static ssize_t call_wait(struct call *call, bool *finished)
 		return rc;
 	}
 	/* Within the request's deadline too (deadline.h): a request making
-	 * several calls, or queued before this one, is answered in time; and
-	 * within the source's silence. */
-	deadline = dlc_deadline_timespec(dlc_deadline_within(silence_limit(db)));
+	 * several calls, or queued before this one, is answered in time. */
+	deadline = dlc_deadline_timespec(dlc_deadline_within(db->timeout_ns));
 	pthread_mutex_lock(&call->lock);
 	while (!call->done) {
 		if (pthread_cond_timedwait(&call->finished, &call->lock, &deadline) == ETIMEDOUT &&
@@ -464,7 +407,6 @@ static void deadline_destroy(void *priv)
 	while (db->nspares > 0)
 		free(db->spares[--db->nspares].buf);
 	pthread_mutex_destroy(&db->spare_lock);
-	pthread_mutex_destroy(&db->silence_lock);
 	free(db);
 }
 
@@ -495,7 +437,6 @@ int dlc_backend_deadline_wrap(struct dlc_backend *backend, uint64_t timeout_ns)
 	atomic_init(&db->outstanding, 0);
 	atomic_init(&db->timeouts, 0);
 	pthread_mutex_init(&db->spare_lock, NULL);
-	pthread_mutex_init(&db->silence_lock, NULL);
 	backend->ops = &deadline_ops;
 	backend->priv = db;
 	return 0;

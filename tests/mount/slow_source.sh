@@ -288,48 +288,6 @@ PY
 	rm -rf "$SRC/reread"
 }
 
-# The source's silence is one clock (backend_deadline.c): once the source
-# has answered nothing for source_timeout, every wait on it ends, however
-# late the request came.  A read(2) can wait on two requests one after the
-# other (another reader's readahead of its page, then its own re-read), and
-# with a fresh source_timeout each it waited 7-8 s with a 5 s timeout in
-# tests/bench/soak.sh.  Here the source says nothing for 4 s: an open at
-# 0 s fails at 2 s, and a second miss's open at 1.2 s must fail at 2 s as
-# well (0.8 s), not at 3.2 s.
-test_a_miss_on_a_silent_source_fails_when_the_silence_has_lasted_source_timeout() {
-	ALLOWED_LOG='did not answer within 2 s|cannot (read|open) .* (from|on) the source: Connection timed out|read from the source failed'
-	mkdir -p "$SRC/silent"
-	for i in 0 1; do head -c 20000 /dev/urandom >"$SRC/silent/small$i.bin"; done
-	"$DLCACHE" snapshot "$SRC" -o "$WORK/silent.db" >/dev/null
-	start_daemon "snapshot=$WORK/silent.db,source_delay=4s,source_timeout=2s"
-	python3 - "$MNT/silent" <<'PY' || fail "the second miss waited its own source_timeout on a source silent since before it came"
-import os, sys, threading, time
-root = sys.argv[1]
-took = {}
-def open_small(i):
-    start = time.monotonic()
-    try:
-        os.close(os.open(os.path.join(root, "small%d.bin" % i), os.O_RDONLY))
-        outcome = "ok"
-    except OSError as e:
-        outcome = os.strerror(e.errno)
-    took[i] = (time.monotonic() - start, outcome)
-first = threading.Thread(target=open_small, args=(0,))
-first.start()
-time.sleep(1.2)
-open_small(1)
-first.join()
-for i in (0, 1):
-    print("   the open of small%d.bin: %.2f s (%s)" % (i, took[i][0], took[i][1]))
-sys.exit(0 if took[0][1] != "ok" and took[1][1] != "ok" and took[1][0] < 1.5 else 1)
-PY
-	within 3 "reading .stats" cat "$MNT/.stats"
-	# The calls end when their 4 s are up; then unmount.
-	sleep 3
-	stop_daemon
-	rm -rf "$SRC/silent"
-}
-
 # No request waits past its deadline, whatever it is stuck behind: with one
 # source thread, the debug hook DLCACHE_TEST_HOLD_INSERT holds it 5 s in the
 # cache insert of a miss already answered (work with no deadline), and the

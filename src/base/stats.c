@@ -69,6 +69,8 @@ static const char *const counter_names[DLC_STAT_COUNT] = {
 	[DLC_STAT_WARMED] = "warmed",
 	[DLC_STAT_SHARD_PREFETCHES] = "shard_prefetches",
 	[DLC_STAT_SHARD_PREFETCH_HITS] = "shard_prefetch_hits",
+	[DLC_STAT_DATA_READS] = "data_reads",
+	[DLC_STAT_PAGE_DROPS] = "page_drops",
 };
 
 static const char *const backend_op_names[DLC_BACKEND_OP_COUNT] = {

@@ -46,6 +46,7 @@
 #include "dlcache/pool.h"
 #include "dlcache/read.h"
 #include "control_apply.h"
+#include "page_drop.h"
 #include "passthrough.h"
 #include "pending.h"
 #include "readonly.h"
@@ -109,6 +110,7 @@ struct fs {
 	struct dlc_pool *source_pool;  /* opens and reads that wait on the source */
 	struct dlc_passthrough *passthrough;   /* the mode of each dataset open */
 	struct dlc_read *read;                 /* the read face (read.h) */
+	struct dlc_page_drop *page_drop;       /* failed reads' pages to drop; may be NULL */
 	atomic_bool readahead_set;             /* set_kernel_readahead has run */
 	/* How OPENs arrive (.stats fuse.*): through io_uring, or read from /dev/fuse. */
 	_Atomic uint64_t opens_io_uring;
@@ -623,11 +625,27 @@ static uint64_t deadline_of(const struct fs *fs)
 	return timeout ? dlc_deadline_now() + timeout : 0;
 }
 
-/* Answers req with what dlc_read_at gave (rc DLC_READ_DONE) or -rc. */
-static void reply_read(fuse_req_t req, int rc, struct dlc_read_reply *reply)
+/*
+ * A READ of [off, off + size) of ino was answered with an error: its pages
+ * stay in the page cache, not up to date, and would be read back one page
+ * per request; the kernel is told to drop them (page_drop.h).
+ */
+static void read_failed(struct fs *fs, fuse_ino_t ino, off_t off, size_t size)
 {
+	dlc_page_drop_note(fs->page_drop, ino, off, size);
+}
+
+/*
+ * Answers req, a READ of [off, off + size) of ino, with what dlc_read_at
+ * gave (rc DLC_READ_DONE) or -rc.
+ */
+static void reply_read(struct fs *fs, fuse_req_t req, fuse_ino_t ino, off_t off, size_t size, int rc,
+		       struct dlc_read_reply *reply)
+{
+	dlc_stats_add(fs->context->stats, DLC_STAT_DATA_READS, 1);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
+		read_failed(fs, ino, off, size);
 	} else if (reply->fd >= 0) {
 		struct fuse_bufvec data = FUSE_BUFVEC_INIT(reply->len);
 
@@ -646,7 +664,7 @@ static void read_from_source(struct source_wait *w)
 	int rc = dlc_read_at(w->h->data, w->size, w->off, true, &reply);
 
 	if (dlc_pending_claim(&w->pending))
-		reply_read(w->pending.req, rc, &reply);
+		reply_read(w->fs, w->pending.req, w->ino, w->off, w->size, rc, &reply);
 	if (rc == DLC_READ_DONE)
 		dlc_read_reply_done(&reply);
 }
@@ -700,7 +718,9 @@ static void read_expired(struct dlc_pending *pending)
 {
 	struct source_wait *w = (struct source_wait *)pending;
 
+	dlc_stats_add(w->fs->context->stats, DLC_STAT_DATA_READS, 1);
 	dlc_read_note_expired(w->h->data);
+	read_failed(w->fs, w->ino, w->off, w->size);
 }
 
 /* Frees w and its handle (an open's only reference, a read's own). */
@@ -824,7 +844,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* The reply holds its own reference to its bytes (read.h): once
 		 * the kernel has it, another thread may release the handle. */
 		if (rc != DLC_READ_MUST_WAIT) {
-			reply_read(req, rc, &reply);
+			reply_read(fs_of(req), req, ino, off, size, rc, &reply);
 			if (rc == DLC_READ_DONE)
 				dlc_read_reply_done(&reply);
 			return;
@@ -1005,6 +1025,7 @@ static void fs_destroy(void *userdata)
 
 	/* First the source reads, which hold handles. */
 	dlc_fs_stop_source_reads(fs->context);
+	dlc_page_drop_free(fs->page_drop);
 	fs->context->fs = NULL;
 	while (fs->open_handles.next != &fs->open_handles) {
 		struct handle *h = fs->open_handles.next;
@@ -1104,6 +1125,8 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	clock_gettime(CLOCK_REALTIME, &fs->started);
 	fs->source_pool = dlc_pool_create(context->source_threads);
 	fs->passthrough = dlc_passthrough_new(context->stats);
+	/* Without its thread (out of memory) failed pages are not dropped. */
+	fs->page_drop = dlc_page_drop_new(context->stats);
 	fs->read = dlc_read_create(context->fetch, context->snapshot, context->budget,
 				   context->cache_max_file);
 	if (!fs->source_pool || !fs->passthrough || !fs->read)
@@ -1117,6 +1140,7 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 	if (!session)
 		goto err;
 	dlc_passthrough_set_session(fs->passthrough, session);
+	dlc_page_drop_set_session(fs->page_drop, session);
 	/* An entry the cache drops closes its kept backing id (passthrough.h). */
 	dlc_cache_set_drop_hook(context->cache, dlc_passthrough_dropped, fs->passthrough);
 	context->fs = fs;
@@ -1125,6 +1149,7 @@ struct fuse_session *dlc_fs_session_new(struct fuse_args *args, struct dlc_fs_co
 err:
 	if (fs->source_pool)
 		dlc_pool_stop(fs->source_pool, 0);
+	dlc_page_drop_free(fs->page_drop);
 	dlc_passthrough_free(fs->passthrough);
 	dlc_read_free(fs->read);
 	pthread_mutex_destroy(&fs->handles_lock);

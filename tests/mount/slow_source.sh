@@ -477,4 +477,80 @@ PY
 	rm -rf "$SRC/deep"
 }
 
+# A READ the daemon fails leaves its pages in the kernel's page cache, not
+# up to date, and the kernel reads such pages back one 4 KiB page per
+# request: a second reader of the file, which holds the block in memory,
+# read a failed 1 MiB readahead back in 256 round trips while the first
+# reader's read(2) waited behind them (tests/bench/soak.sh: 5.6 s on an idle
+# machine, 7.5-8.3 s on a loaded one, against source_timeout + 1 s = 6 s).
+# The daemon now tells the kernel to drop the failed range
+# (src/fuse/page_drop.h), and the second reader's read takes a few requests.
+# The source stalls through the stall shim of tests/bench/soak.sh.
+test_a_failed_read_leaves_no_pages_to_read_one_by_one() {
+	command -v "${CC:-cc}" >/dev/null || { echo "   skipped: no C compiler for the stall shim"; return 0; }
+	ALLOWED_LOG='did not answer within 1 s|read from the source failed|cannot open .* on the source: Connection timed out'
+	mkdir -p "$SRC/chain"
+	head -c $((8 << 20)) /dev/urandom >"$SRC/chain/large.bin"
+	"$DLCACHE" snapshot "$SRC" -o "$WORK/chain.db" >/dev/null
+	"${CC:-cc}" -shared -fPIC -O2 -o "$WORK/stall.so" "$(dirname "$0")/../bench/soak_stall.c" -ldl
+	local preload=$WORK/stall.so asan
+	asan=$(ldd "$DLCACHE" 2>/dev/null | awk '/libasan\.so/ {print $3}')
+	[ -n "$asan" ] && preload=$asan:$preload
+	# A 1 MiB cache keeps the 4 MiB block out of the cache directory: the
+	# second reader serves it from its memory, the first from the source.
+	DLC_STALL_FLAG=$WORK/stall DLC_STALL_ROOT=$(realpath "$SRC") LD_PRELOAD=$preload \
+		start_daemon "snapshot=$WORK/chain.db,cache_size=1M,cache_max_file=1M,readahead_max=0,source_timeout=1s"
+	python3 - "$MNT" "$SRC/chain/large.bin" "$WORK/stall" <<'PY' || fail "the failed range was read back page by page"
+import json, os, sys, threading, time
+mnt, src, flag = sys.argv[1:4]
+path = os.path.join(mnt, "chain/large.bin")
+MiB = 1 << 20
+want = open(src, "rb").read()
+def reads():
+    with open(os.path.join(mnt, ".stats")) as f:
+        return json.load(f)["data_reads"]
+b = os.open(path, os.O_RDONLY)
+a = os.open(path, os.O_RDONLY)
+# Reader b reads the first 2 MiB (the first read is a head read, the
+# second takes the block): its handle holds block 0 (0-4 MiB) in memory.
+# Then the page cache forgets the file, and the source stalls.
+assert os.pread(b, MiB, 0) == want[:MiB]
+assert os.pread(b, MiB, MiB) == want[MiB:2 * MiB]
+os.posix_fadvise(b, 0, 0, os.POSIX_FADV_DONTNEED)
+open(flag, "w").close()
+before = reads()
+got = {}
+def read(who, fd):
+    start = time.monotonic()
+    try:
+        data = os.pread(fd, MiB, 2 * MiB)
+        got[who] = (time.monotonic() - start, len(data), data == want[2 * MiB:2 * MiB + len(data)])
+    except OSError as e:
+        got[who] = (time.monotonic() - start, os.strerror(e.errno), True)
+# Reader a's read goes to the stalled source and fails at 1 s; reader b
+# comes at 0.3 s and waits on the same pages.
+ta = threading.Thread(target=read, args=("a", a))
+tb = threading.Thread(target=read, args=("b", b))
+ta.start()
+time.sleep(0.3)
+tb.start()
+ta.join()
+tb.join()
+os.unlink(flag)
+n = reads() - before
+for who in "ab":
+    print("   reader %s: %.2f s, %s bytes%s" % (who, got[who][0], got[who][1],
+                                              "" if got[who][2] else " WRONG"))
+print("   READ requests meanwhile: %d" % n)
+if not all(g[2] for g in got.values()):
+    sys.exit("wrong bytes")
+if got["b"][1] != MiB:
+    sys.exit("reader b, which holds the block, got %s" % (got["b"][1],))
+sys.exit(0 if n <= 64 else 1)
+PY
+	[ "$(stat_value page_drops)" -ge 1 ] || fail "page_drops: $(stat_value page_drops)"
+	stop_daemon
+	rm -rf "$SRC/chain"
+}
+
 run_tests

@@ -44,6 +44,8 @@ static const char *const expected_names[DLC_STAT_COUNT] = {
 	"warmed",
 	"shard_prefetches",
 	"shard_prefetch_hits",
+	"data_reads",
+	"page_drops",
 };
 
 static struct dlc_stats stats;
@@ -294,7 +296,7 @@ START_TEST(test_every_key_once_per_object)
 {
 	static const struct {
 		const char *section;
-		const char *keys[48];
+		const char *keys[56];
 	} objects[] = {
 		{ NULL, { "version", "source", "policy", "uptime_seconds", "hits", "misses",
 			  "bytes_from_cache", "bytes_from_remote", "admissions", "evictions",
@@ -303,7 +305,7 @@ START_TEST(test_every_key_once_per_object)
 			  "control_errors", "interrupted", "expired", "hits_passthrough", "passthrough_declined",
 			  "block_hits", "block_misses", "block_admissions", "readaheads",
 			  "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls", "warmed",
-			  "shard_prefetches", "shard_prefetch_hits", "hit_ratio",
+			  "shard_prefetches", "shard_prefetch_hits", "data_reads", "page_drops", "hit_ratio",
 			  "last_error", "epoch",
 			  "scored_samples",
 			  "remote_ops", "cache", "fuse", "source_reads", "memory", "snapshot", "lifetime" } },
@@ -320,7 +322,8 @@ START_TEST(test_every_key_once_per_object)
 				"control_lines", "control_errors", "interrupted", "expired", "hits_passthrough",
 				"passthrough_declined", "block_hits", "block_misses", "block_admissions",
 				"readaheads", "head_reads", "whole_block_opens", "unbuffered_reads", "ioctls",
-				"warmed", "shard_prefetches", "shard_prefetch_hits" } },
+				"warmed", "shard_prefetches", "shard_prefetch_hits", "data_reads",
+				"page_drops" } },
 	};
 	struct dlc_stats_gauges gauges = sample_gauges();
 	char *json = render(&gauges);

@@ -71,6 +71,10 @@ enum dlc_stat {
 	DLC_STAT_WARMED,               /* announced hits whose cache files were read ahead */
 	DLC_STAT_SHARD_PREFETCHES,     /* blocks of announced large files (shards) fetched ahead */
 	DLC_STAT_SHARD_PREFETCH_HITS,  /* of those, blocks handed to a reader (landed or in flight) */
+	DLC_STAT_DATA_READS,           /* READ requests of dataset files the daemon answered
+					* (not those the kernel served: page cache, passthrough) */
+	DLC_STAT_PAGE_DROPS,           /* failed reads whose pages the kernel was told to drop
+					* (src/fuse/page_drop.h) */
 	DLC_STAT_COUNT,
 };
 

@@ -177,15 +177,39 @@ class Worker:
         off = slot * SLOT.size
         start = time.monotonic()
         SLOT.pack_into(self.slots, off, start, index)
+        outcome = "raised"
         try:
-            return call(*args)
+            result = call(*args)
+            outcome = len(result) if isinstance(result, bytes) else result
+            return result
+        except OSError as e:
+            outcome = errno.errorcode.get(e.errno, e.errno)
+            raise
         finally:
             took = time.monotonic() - start
+            if took > self.a.slow_log_seconds and self.a.slow_log:
+                self.log_slow(start, took, call, index, args, outcome)
             SLOT.pack_into(self.slots, off, 0.0, 0)
             with self.lock:
                 self.calls += 1
                 if took > self.longest:
                     self.longest, self.longest_call = took, "%s %d" % (call.__name__, index)
+
+    # One call slower than --slow-log-seconds, appended to --slow-log with
+    # its start (CLOCK_MONOTONIC, the clock of the kernel's trace_clock
+    # mono), the thread (the pid the daemon and the kernel's fuse
+    # tracepoints see) and what it returned.
+    def log_slow(self, start, took, call, index, args, outcome):
+        where = ""
+        if call is os.read:
+            try:
+                where = " at %d" % (os.lseek(args[0], 0, os.SEEK_CUR) - (outcome if isinstance(outcome, int) else 0))
+            except OSError:
+                pass
+        name = self.files[index][0] if index >= 0 else VIRTUAL.get(index, "-")
+        with open(self.a.slow_log, "a") as f:
+            f.write("%.3f %.3f tid %d %s %s%s -> %s\n" % (start, took, threading.get_native_id(),
+                                                          call.__name__, name, where, outcome))
 
     def count_error(self, what, e):
         with self.lock:
@@ -455,13 +479,19 @@ class Supervisor:
         return {"bytes": 0, "wrong": 0, "errors": 0, "interrupts": 0, "calls": 0,
                 "longest": 0.0, "longest_role": "-", "rss": 0, "fds": 0, "signals": 0, "stalls": 0}
 
+    def note_slow_log(self, what):
+        if self.a.slow_log:
+            with open(self.a.slow_log, "a") as f:
+                f.write("%.3f %s\n" % (time.monotonic(), what))
+
     def spawn(self, index):
         role, n, base = self.specs[index]
         a = self.a
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", role,
                               "--threads", str(n), "--slot-base", str(base), "--slots", self.slots_path,
                               "--mount", a.mount, "--src", a.src, "--manifest", a.manifest,
-                              "--max-file", str(a.max_file), "--seed", str(self.rng.randrange(1 << 30))],
+                              "--max-file", str(a.max_file), "--seed", str(self.rng.randrange(1 << 30)),
+                              "--slow-log", a.slow_log, "--slow-log-seconds", str(a.slow_log_seconds)],
                              stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL)
         os.set_blocking(p.stdout.fileno(), False)
         self.sel.register(p.stdout, selectors.EVENT_READ, (p, index, bytearray()))
@@ -728,10 +758,12 @@ class Supervisor:
                 at, length = plan.pop(0)
                 open(a.flag, "w").close()
                 stall_end = now + length
+                self.note_slow_log("stall of %.0f s begins" % length)
                 self.minute["stalls"] += 1
                 self.totals["stalls"] += 1
             if stall_end is not None and now >= stall_end:
                 os.unlink(a.flag)
+                self.note_slow_log("stall ends")
                 stall_end = None
             # A signal to one interrupted reader in the middle of a call
             # (so in its reading loop, with its handler installed); none
@@ -904,6 +936,9 @@ def main():
     w.add_argument("--max-file", type=int, required=True)
     w.add_argument("--seed", type=int, default=1)
     r = sub.add_parser("run")
+    for parser in (w, r):
+        parser.add_argument("--slow-log", default="", help="append calls slower than --slow-log-seconds here")
+        parser.add_argument("--slow-log-seconds", type=float, default=5.0)
     for name in ("--mount", "--src", "--manifest", "--out"):
         r.add_argument(name, required=True)
     r.add_argument("--daemon-pid", type=int, required=True)

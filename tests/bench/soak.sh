@@ -51,7 +51,11 @@
 # SOAK_SOURCE_TIMEOUT (seconds, 5), SOAK_STALL (0: no stalls), SOAK_PACKED
 # (1: the packed tree, packed once beside the dataset), SOAK_OPTS
 # (more mount options), SOAK_HANG, SOAK_FILL_SECONDS, SOAK_WARMUP_SECONDS,
-# SOAK_RSS_OVERHEAD_MB (128), SOAK_INFO (targets printed as "info", not
+# SOAK_RSS_OVERHEAD_MB (128), SOAK_SLOW_LOG (a file to append each call
+# slower than 5 s to: its start on CLOCK_MONOTONIC, the clock of the
+# kernel's trace_clock "mono", its thread, file, offset and outcome, with
+# each stall's start and end; for tracing a long wait read(2) by read(2)
+# with the fuse tracepoints), SOAK_INFO (targets printed as "info", not
 # judged, comma-separated, of rss, fds, wait, throughput: see
 # tests/mount/soak_short.sh), SOAK_DIR (the dataset, built once; default
 # under /var/tmp), DLCACHE (the binary).  Needs root, /dev/fuse, a C
@@ -194,6 +198,7 @@ args=(--mount "$MNT" --src "$SRC" --manifest "$SOAK_DIR/manifest.json" --out "$W
 	--warmup "$SOAK_WARMUP_SECONDS")
 [ "$SOAK_STALL" = 0 ] && args+=(--no-stall) || args+=(--flag "$WORK/stall")
 [ -n "${SOAK_INFO:-}" ] && args+=(--info "$SOAK_INFO")
+[ -n "${SOAK_SLOW_LOG:-}" ] && args+=(--slow-log "$(realpath -m "$SOAK_SLOW_LOG")")
 # The run starts with a full cache (a minute or two to fill it).
 timeout $((SOAK_FILL_SECONDS + 60)) python3 "$BENCH/soak.py" warmup "$MNT" "$SOAK_DIR/manifest.json" "$SOAK_FILL_SECONDS" ||
 	{ echo "soak: the warm-up failed or did not end" >&2; exit 1; }

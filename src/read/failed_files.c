@@ -1,7 +1,8 @@
 /*
  * failed_files.c - the large files whose source read failed for time a
- * moment ago (failed_files.h): a small table of (inode, time) slots,
- * reused round-robin, looked up only on the slow path of a block read.
+ * moment ago (failed_files.h): a small table of (inode, time) slots, the
+ * least recently noted given up first, looked up only on the slow path of
+ * a block read.
  */
 #include <string.h>
 
@@ -11,7 +12,6 @@
 void dlc_failed_files_init(struct dlc_failed_files *files)
 {
 	memset(files->slot, 0, sizeof(files->slot));
-	files->next = 0;
 	pthread_mutex_init(&files->lock, NULL);
 }
 
@@ -23,16 +23,23 @@ void dlc_failed_files_destroy(struct dlc_failed_files *files)
 void dlc_failed_files_note(struct dlc_failed_files *files, uint32_t ino)
 {
 	uint64_t now = dlc_deadline_now();
-	unsigned i, found = DLC_FAILED_FILES;
+	unsigned i, slot = 0;
 
 	pthread_mutex_lock(&files->lock);
-	for (i = 0; i < DLC_FAILED_FILES; i++)
-		if (files->slot[i].at_ns && files->slot[i].ino == ino)
-			found = i;
-	if (found == DLC_FAILED_FILES)
-		found = files->next++ % DLC_FAILED_FILES;
-	files->slot[found].ino = ino;
-	files->slot[found].at_ns = now;
+	/* The file's own slot, else the free or least recently noted one:
+	 * a slot noted again a moment ago is never the one given up (slots
+	 * reused in turn lost a file noted again in place, and its re-read
+	 * waited source_timeout once more). */
+	for (i = 0; i < DLC_FAILED_FILES; i++) {
+		if (files->slot[i].at_ns && files->slot[i].ino == ino) {
+			slot = i;
+			break;
+		}
+		if (files->slot[i].at_ns < files->slot[slot].at_ns)
+			slot = i;
+	}
+	files->slot[slot].ino = ino;
+	files->slot[slot].at_ns = now;
 	pthread_mutex_unlock(&files->lock);
 }
 

@@ -626,18 +626,10 @@ static uint64_t deadline_of(const struct fs *fs)
 }
 
 /*
- * A READ of [off, off + size) of ino was answered with an error: its pages
- * stay in the page cache, not up to date, and would be read back one page
- * per request; the kernel is told to drop them (page_drop.h).
- */
-static void read_failed(struct fs *fs, fuse_ino_t ino, off_t off, size_t size)
-{
-	dlc_page_drop_note(fs->page_drop, ino, off, size);
-}
-
-/*
  * Answers req, a READ of [off, off + size) of ino, with what dlc_read_at
- * gave (rc DLC_READ_DONE) or -rc.
+ * gave (rc DLC_READ_DONE) or -rc.  A failed READ's pages stay in the page
+ * cache, not up to date, and would be read back one page per request: the
+ * kernel is told to drop them (page_drop.h).
  */
 static void reply_read(struct fs *fs, fuse_req_t req, fuse_ino_t ino, off_t off, size_t size, int rc,
 		       struct dlc_read_reply *reply)
@@ -645,7 +637,7 @@ static void reply_read(struct fs *fs, fuse_req_t req, fuse_ino_t ino, off_t off,
 	dlc_stats_add(fs->context->stats, DLC_STAT_DATA_READS, 1);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-		read_failed(fs, ino, off, size);
+		dlc_page_drop_note(fs->page_drop, ino, off, size);
 	} else if (reply->fd >= 0) {
 		struct fuse_bufvec data = FUSE_BUFVEC_INIT(reply->len);
 
@@ -720,7 +712,7 @@ static void read_expired(struct dlc_pending *pending)
 
 	dlc_stats_add(w->fs->context->stats, DLC_STAT_DATA_READS, 1);
 	dlc_read_note_expired(w->h->data);
-	read_failed(w->fs, w->ino, w->off, w->size);
+	dlc_page_drop_note(w->fs->page_drop, w->ino, w->off, w->size);  /* as reply_read */
 }
 
 /* Frees w and its handle (an open's only reference, a read's own). */

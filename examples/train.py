@@ -22,6 +22,7 @@ training time (evaluation excluded) at which each accuracy is first reached.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -138,6 +139,9 @@ def parse_args():
     p.add_argument("--replacement", action="store_true",
                    help="cache-aware sampler: draw with replacement (the misses too) instead "
                    "of reading each uncached sample at most once an epoch")
+    p.add_argument("--repeats", type=int, default=None, metavar="R",
+                   help="cache-aware sampler: read each cached sample at most R times a lean "
+                   "epoch, which then ends short of N (default: fill N)")
     p.add_argument("--weights", action="store_true",
                    help="cache-aware sampler: weigh each loss by 1/(N p_i) (unbiased)")
     p.add_argument("--model", choices=("small", "gray28"), default="small",
@@ -193,6 +197,7 @@ def main():
                                             aggressiveness=args.aggressiveness,
                                             adaptive=not args.fixed,
                                             replacement=args.replacement,
+                                            repeats=args.repeats,
                                             prefetch=prefetch, seed=args.seed)
     elif args.sampler == "chunk":
         sampler = dlcache.ChunkShuffleSampler(paths, mount.chunks() if mount else {}, mount=mount,
@@ -208,7 +213,13 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     criterion = nn.CrossEntropyLoss(reduction="none")
     schedule = None
-    if args.schedule == "cosine":
+    done = [0.0]          # the share of all epochs trained, for a schedule by progress
+    if args.schedule == "cosine" and args.repeats:
+        # Lean epochs end short: anneal by the share of the epochs done,
+        # so that the rate still reaches 0 at the end of the last epoch.
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda _: 0.5 * (1 + math.cos(math.pi * min(1.0, done[0]))))
+    elif args.schedule == "cosine":
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(
             optimizer, T_max=args.epochs * max(1, -(-len(sampler) // args.batch_size)))
     weigh = args.weights and args.sampler == "cache-aware"
@@ -227,7 +238,9 @@ def main():
         draw = dict(getattr(sampler, "last_draw", None) or {}) or None
         seen = correct = 0
         loss_sum = 0.0
-        for images, labels, indices in loader:
+        batches = max(1, -(-len(getattr(sampler, "order", None) or range(len(sampler)))
+                           // args.batch_size))
+        for batch, (images, labels, indices) in enumerate(loader, start=1):
             outputs = model(images)
             losses = criterion(outputs, labels)
             reporter.report(indices, losses)
@@ -237,6 +250,7 @@ def main():
             else:
                 losses.mean().backward()
             optimizer.step()
+            done[0] = (epoch - 1 + min(1.0, batch / batches)) / args.epochs
             if schedule:
                 schedule.step()
             seen += labels.numel()

@@ -24,6 +24,8 @@
 #   SAMPLER_OPTS="--weights --fixed --aggressiveness 0.2" ...
 #                                           (the sampler row's train.py options;
 #                                            default --weights, empty for none)
+#   SAMPLER_OPTS="--weights --repeats 1" ... (short lean epochs: each cached
+#                                            sample read once, no repeats)
 #   NO_CACHE=0 ...                          (without the no-cache row: freeze +
 #                                            shuffle trains the same model, seed by seed)
 #   KEEP=DIR ...                            (copy each job's log and JSON into DIR as it

@@ -72,4 +72,26 @@ if problems:
 PY
 }
 
+test_repeats_one_reads_each_cached_sample_once_in_a_short_epoch() {
+	# --repeats 1: the lean epoch reads each cached sample once and a share
+	# of the misses, and ends short of N; the cosine schedule anneals by
+	# the share of epochs done (a schedule by step would fail to reach 0).
+	train short importance cache-aware --weights --fixed --aggressiveness 0.5 \
+		--repeats 1 --schedule cosine
+	"$PY" - "$WORK" "$NTRAIN" <<'PY' || fail "the lean epoch with --repeats 1 is not short"
+import json, sys
+work, n = sys.argv[1], int(sys.argv[2])
+epochs = json.load(open("%s/short.json" % work))["epochs"]
+lean = [e for e in epochs if e["aggressiveness"] and e["draw"]["distinct"] < n]
+print("draws:", [e["draw"] for e in epochs])
+if not lean:
+    sys.exit("no epoch leaned on the cache")
+d = lean[-1]["draw"]
+if d["reads"] != d["distinct"]:
+    sys.exit("%d reads of %d samples: a cached sample was read twice" % (d["reads"], d["distinct"]))
+if not d["cached"] <= d["reads"] < n:
+    sys.exit("%d reads with %d cached: not a short epoch of %d" % (d["reads"], d["cached"], n))
+PY
+}
+
 run_tests

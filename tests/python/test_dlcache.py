@@ -386,9 +386,9 @@ class WeightTest(unittest.TestCase):
         r = dlcache.RankReporter(m, PATHS, every=1000)
         r.report(list(range(100)), [float(i) for i in range(100)])
         r.rerank()
-        for replacement in (False, True):
+        for replacement, repeats in ((False, None), (True, None), (False, 1), (False, 2)):
             s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.6, adaptive=False,
-                                          replacement=replacement)
+                                          replacement=replacement, repeats=repeats)
             s.set_epoch(0)
             p = [s.draw_probability(i) for i in range(100)]
             self.assertAlmostEqual(sum(p), 1.0)
@@ -397,11 +397,12 @@ class WeightTest(unittest.TestCase):
             for epoch in range(epochs):
                 s.set_epoch(epoch)
                 counts.update(s)
+            reads = sum(counts.values())     # N an epoch, fewer with repeats
             for group in (range(0, 50, 3), range(1, 50, 3), range(51, 100, 3), range(99, 50, -3)):
-                expected = sum(p[i] for i in group) * 100 * epochs
+                expected = sum(p[i] for i in group) * reads
                 observed = sum(counts[i] for i in group)
                 self.assertLess(abs(observed - expected), 0.05 * expected,
-                                (replacement, list(group)))
+                                (replacement, repeats, list(group)))
 
     def test_weighted_mean_loss_is_unbiased_where_the_plain_mean_is_not(self):
         held = {os.path.relpath(p, "/mnt/data") for p in PATHS[60:]}
@@ -411,9 +412,9 @@ class WeightTest(unittest.TestCase):
         r.report(list(range(100)), loss)
         r.rerank()
         true_mean = sum(loss) / len(loss)
-        for replacement in (False, True):
+        for replacement, repeats in ((False, None), (True, None), (False, 1), (False, 2)):
             s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.7, adaptive=False,
-                                          replacement=replacement)
+                                          replacement=replacement, repeats=repeats)
             weighted = plain = 0.0
             epochs = 300
             for epoch in range(epochs):
@@ -422,9 +423,44 @@ class WeightTest(unittest.TestCase):
                 w = s.loss_weights(order)
                 weighted += sum(wi * loss[i] for wi, i in zip(w, order)) / len(order)
                 plain += sum(loss[i] for i in order) / len(order)
-            self.assertLess(abs(weighted / epochs - true_mean), 0.03 * true_mean, replacement)
+            self.assertLess(abs(weighted / epochs - true_mean), 0.03 * true_mean,
+                            (replacement, repeats))
             self.assertGreater(plain / epochs - true_mean, 0.2 * true_mean,
                                "cached high-loss samples are drawn more often")
+
+    def test_repeats_caps_the_reads_of_a_cached_sample_and_shortens_the_epoch(self):
+        held = {os.path.relpath(p, "/mnt/data") for p in PATHS[90:]}   # a 10% cache
+        m = FakeMount(held)
+        r = dlcache.RankReporter(m, PATHS, every=1000)
+        r.report(list(range(100)), [float(i) for i in range(100)])
+        r.rerank()
+        lengths = {}
+        for repeats in (None, 1, 2):
+            s = dlcache.CacheAwareSampler(PATHS, r, aggressiveness=0.6, adaptive=False,
+                                          repeats=repeats)
+            for epoch in range(20):
+                s.set_epoch(epoch)
+                order = list(s)
+                counts = collections.Counter(order)
+                most = max(counts[i] for i in range(90, 100))
+                if repeats is None:
+                    self.assertEqual(len(order), 100)
+                    self.assertGreater(most, 2, "the default fills N with repeats")
+                else:
+                    self.assertLessEqual(most, repeats)
+                    self.assertGreaterEqual(min(counts[i] for i in range(90, 100)), 1,
+                                            "each cached sample is read")
+                self.assertLessEqual(max(counts[i] for i in range(90)), 1, "misses once")
+                lengths.setdefault(repeats, []).append(len(order))
+        mean = {k: sum(v) / len(v) for k, v in lengths.items()}
+        # About 36 misses (0.4 of 90, by weight) and 10 or 20 hits.
+        self.assertLess(mean[1] + 5, mean[2], mean)
+        self.assertLess(mean[2], 70, mean)
+        for bad in (0, -1, 1.5, True, "2"):
+            with self.assertRaises(ValueError, msg=bad):
+                dlcache.CacheAwareSampler(PATHS, r, repeats=bad)
+        with self.assertRaises(ValueError):
+            dlcache.CacheAwareSampler(PATHS, r, repeats=1, replacement=True)
 
     def test_a_plain_shuffle_weighs_one_and_clip_caps(self):
         m = FakeMount({os.path.relpath(PATHS[0], "/mnt/data")})

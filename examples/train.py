@@ -164,7 +164,12 @@ def parse_args():
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", help="write per-epoch figures here")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.repeats is not None and args.repeats < 1:
+        p.error("--repeats takes a number of reads of 1 or more, not %d" % args.repeats)
+    if args.recheck < 0:
+        p.error("--recheck takes 0 (never) or a number of lean epochs, not %d" % args.recheck)
+    return args
 
 
 def main():

@@ -110,4 +110,16 @@ test_a_directory_that_is_not_a_mount_trains_without_reporting() {
 	grep -q "^epoch 1: " "$WORK/out" || fail "no epoch line: $(cat "$WORK/out")"
 }
 
+test_bad_sampler_options_are_refused_in_one_sentence() {
+	local opt
+	for opt in "--repeats 0" "--recheck -1"; do
+		# shellcheck disable=SC2086  # opt is an option and its value
+		if "$PY" "$EXAMPLES/train.py" --data "$SRC" $opt >"$WORK/out" 2>&1; then
+			fail "train.py accepted $opt"
+		fi
+		grep -q "^train.py: error: ${opt%% *} takes" "$WORK/out" ||
+			fail "no one-sentence error for $opt: $(tail -3 "$WORK/out")"
+	done
+}
+
 run_tests

@@ -139,9 +139,9 @@ def parse_args():
     p.add_argument("--replacement", action="store_true",
                    help="cache-aware sampler: draw with replacement (the misses too) instead "
                    "of reading each uncached sample at most once an epoch")
-    p.add_argument("--recheck", type=int, default=2, metavar="K",
+    p.add_argument("--recheck", type=int, default=1, metavar="K",
                    help="cache-aware sampler: after K lean epochs in a row that paid, one "
-                   "plain epoch measures the reference again (default 2; 0 never)")
+                   "plain epoch measures the reference again (default 1; 0 never)")
     p.add_argument("--repeats", type=int, default=None, metavar="R",
                    help="cache-aware sampler: read each cached sample at most R times a lean "
                    "epoch, which then ends short of N (default: fill N)")

@@ -28,8 +28,9 @@
 #                                            sample read once, no repeats)
 #   NO_CACHE=0 ...                          (without the no-cache row: freeze +
 #                                            shuffle trains the same model, seed by seed)
-#   KEEP=DIR ...                            (copy each job's log and JSON into DIR as it
-#                                            ends; fashion.py epochs DIR/*.json prints
+#   KEEP=DIR ...                            (copy each job's log, JSON and the daemon's
+#                                            .stats at its end into DIR as it ends;
+#                                            fashion.py epochs DIR/*.json prints
 #                                            them epoch by epoch)
 #   WARM=1 ...                              (a warm cache: before each measured job,
 #                                            the node's previous job, the same
@@ -73,6 +74,8 @@ job() {
 	"$PY" examples/train.py --data "$MNT" --val "$DATA/test" --model gray28 \
 		--epochs "$epochs" --schedule cosine --lr 0.05 --workers 2 --threads 2 \
 		--sampler "$sampler" --seed "$seed" "$@" >"$log" || { cat "$log"; exit 1; }
+	# The daemon's counters (admissions, evictions, hits) beside the log.
+	cp "$MNT/.stats" "${log%.log}.stats"
 	unmount_dlcache
 }
 
@@ -95,7 +98,8 @@ run() {
 		job "$WORK/$name.$seed.log" "$EPOCHS" "$seed" "$sampler" --targets "$TARGETS" \
 			--drop-caches --json "$WORK/$name.$seed.json" "$@"
 		echo "  $name seed $seed: $(tail -1 "$WORK/$name.$seed.log")"
-		[ -z "${KEEP:-}" ] || cp "$WORK/$name.$seed.log" "$WORK/$name.$seed.json" "$KEEP/"
+		[ -z "${KEEP:-}" ] || cp "$WORK/$name.$seed.log" "$WORK/$name.$seed.json" \
+			"$WORK/$name.$seed.stats" "$KEEP/"
 	done
 }
 

@@ -273,9 +273,9 @@ class AdaptationTest(unittest.TestCase):
         _, s = self.sampler(aggressiveness=0.5, step=0.1, min_a=0.1, max_a=0.8)
         a = self.run_epochs(s, [(0.815, 40.1),   # epoch 1, plain: the reference
                                 (0.844, 39.0),   # epoch 2, plain: +2.9 points in 39 s
-                                (0.846, 30.0),   # epoch 3 leaned: +0.2 in 30 s, < 2.0 * 30/39
+                                (0.846, 30.0),   # epoch 3 leaned: +0.2 in 30 s, < 2.9 * .5 * 30/39 - .5
                                 (0.865, 38.0),   # epoch 4, plain again: +1.9
-                                (0.875, 27.0)])  # epoch 5 at 0.3: +1.0, >= 1.9 * .7 * 27/38 - .5
+                                (0.875, 27.0)])  # epoch 5 at 0.3: +1.0, >= 1.9 * .5 * 27/38 - .5
         # It paid: the level rises, and the next epoch measures plain again.
         self.assertEqual(a, [0.0, 0.0, 0.5, 0.0, 0.3, 0.0])
         self.assertAlmostEqual(s.level, 0.4)

@@ -170,9 +170,9 @@ class CacheAwareSampler(_EpochSampler):
       were judged as not paying)
       and tolerance (0.005: half a point, the chance swing of a
       validation accuracy on a few thousand images) keeps noise from
-      deciding; it then stays lean and its level rises by step, up to
-      max_a, and after recheck (1) lean epochs in a row that paid, one
-      plain epoch measures the reference again (a stale one let a = 0.8
+      deciding; its level then rises by step, up to max_a, and once
+      recheck (1) lean epochs in a row have paid, one plain epoch
+      measures the reference again (a stale one let a = 0.8
       stall at 87.5% on a 10% cache while a shuffle reached 88.2%; and a
       lean epoch right after a lean one gained the shuffle's gain in 6 of
       24 cases on Fashion-MNIST, one right after a plain epoch in 23 of

@@ -498,9 +498,33 @@ test_a_failed_read_leaves_no_pages_to_read_one_by_one() {
 	[ -n "$asan" ] && preload=$asan:$preload
 	# A 1 MiB cache keeps the 4 MiB block out of the cache directory: the
 	# second reader serves it from its memory, the first from the source.
-	DLC_STALL_FLAG=$WORK/stall DLC_STALL_ROOT=$(realpath "$SRC") LD_PRELOAD=$preload \
-		start_daemon "snapshot=$WORK/chain.db,cache_size=1M,cache_max_file=1M,readahead_max=0,source_timeout=1s"
-	python3 - "$MNT" "$SRC/chain/large.bin" "$WORK/stall" <<'PY' || fail "the failed range was read back page by page"
+	# The drop races with the waiting reader: a reader already blocked on
+	# the failed pages may ask for them before the notice lands (2 runs in
+	# 8 with three CPU hogs beside the ASan build; none in 6 idle).  Without
+	# the drop every run reads them back page by page (258 requests), so
+	# the test allows 3 runs and needs one with a dropped range and a few
+	# requests: it still fails every time on a daemon that drops nothing.
+	local attempt rc=1
+	for attempt in 1 2 3; do
+		rm -f "$WORK/stall"
+		DLC_STALL_FLAG=$WORK/stall DLC_STALL_ROOT=$(realpath "$SRC") LD_PRELOAD=$preload \
+			start_daemon "snapshot=$WORK/chain.db,cache_size=1M,cache_max_file=1M,readahead_max=0,source_timeout=1s"
+		rc=0
+		chain_attempt || rc=1
+		[ "$rc" = 1 ] || [ "$(stat_value page_drops)" -ge 1 ] || { echo "   page_drops: 0"; rc=1; }
+		stop_daemon
+		rm -rf "$CACHE"
+		[ "$rc" = 1 ] || break
+		echo "   attempt $attempt failed; again"
+	done
+	[ "$rc" = 0 ] || fail "the failed range was read back page by page in 3 runs of 3"
+	rm -rf "$SRC/chain"
+}
+
+# One run of the chain on a fresh mount: 0 if reader b got its bytes with
+# 64 READ requests or fewer while reader a's read failed.
+chain_attempt() {
+	python3 - "$MNT" "$SRC/chain/large.bin" "$WORK/stall" <<'PY'
 import json, os, sys, threading, time
 mnt, src, flag = sys.argv[1:4]
 path = os.path.join(mnt, "chain/large.bin")
@@ -516,6 +540,15 @@ a = os.open(path, os.O_RDONLY)
 # Then the page cache forgets the file, and the source stalls.
 assert os.pread(b, MiB, 0) == want[:MiB]
 assert os.pread(b, MiB, MiB) == want[MiB:2 * MiB]
+# The kernel's readahead past 2 MiB may still be in flight, and
+# DONTNEED passes over pages under I/O: wait until the daemon's READ
+# count has stood still for 0.5 s (at most 10 s) before dropping them.
+last = reads()
+began = still = time.monotonic()
+while time.monotonic() - still < 0.5 and time.monotonic() - began < 10:
+    time.sleep(0.1)
+    if reads() != last:
+        last, still = reads(), time.monotonic()
 os.posix_fadvise(b, 0, 0, os.POSIX_FADV_DONTNEED)
 open(flag, "w").close()
 before = reads()
@@ -548,9 +581,6 @@ if got["b"][1] != MiB:
     sys.exit("reader b, which holds the block, got %s" % (got["b"][1],))
 sys.exit(0 if n <= 64 else 1)
 PY
-	[ "$(stat_value page_drops)" -ge 1 ] || fail "page_drops: $(stat_value page_drops)"
-	stop_daemon
-	rm -rf "$SRC/chain"
 }
 
 run_tests
